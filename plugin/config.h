@@ -1,0 +1,108 @@
+/* config.h - the learner's typed configuration, parsed from JSON (schema: manifest.json). */
+#ifndef FHD_CONFIG_H
+#define FHD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "foxhunt_dqn.h"
+
+#define FHD_MAX_HIDDEN_LAYERS 8
+#define FHD_MAX_BRANCHES 64
+
+/* The value of a string key is the position of its string in the schema's "enum" list of
+ * manifest.json; these enums follow the same order (tests/config checks it). */
+typedef enum { FHD_BACKEND_CPU = 0, FHD_BACKEND_CUDA = 1, FHD_BACKEND_AUTO = 2 } fhd__backend_kind;
+typedef enum { FHD_SN_NONE = 0, FHD_SN_LAST = 1, FHD_SN_ALL = 2 } fhd__sn_mode;
+typedef enum { FHD_LOSS_HUBER = 0, FHD_LOSS_MSE = 1 } fhd__loss_kind;
+typedef enum { FHD_OPT_ADAM = 0, FHD_OPT_ADAMW = 1 } fhd__opt_kind;
+typedef enum { FHD_REPLAY_UNIFORM = 0, FHD_REPLAY_PRIORITIZED = 1 } fhd__replay_kind;
+typedef enum { FHD_PREC_FP32 = 0, FHD_PREC_TF32_FORWARD = 1, FHD_PREC_TF32 = 2 } fhd__precision;
+
+/* Every key of manifest.json's config schema has one field here (same name). */
+typedef struct fhd__config {
+    /* backend */
+    int backend;          /* fhd__backend_kind */
+    int device;           /* CUDA device ordinal */
+    int matmul_precision; /* fhd__precision */
+    uint64_t seed;
+
+    /* spaces and network */
+    uint32_t obs_dim;                        /* S */
+    uint32_t num_branches;                   /* D = length of "actions" */
+    uint32_t actions[FHD_MAX_BRANCHES];      /* K_d */
+    uint32_t num_hidden;                     /* L = length of "hidden" */
+    uint32_t hidden[FHD_MAX_HIDDEN_LAYERS];  /* H_l */
+    int dueling;
+    int spectral_norm;                       /* fhd__sn_mode */
+
+    /* learning */
+    int double_dqn;
+    double gamma;
+    uint32_t n_step;
+    int loss;                                /* fhd__loss_kind */
+    double huber_delta;
+    double cql_alpha;
+    int optimizer;                           /* fhd__opt_kind */
+    double lr;
+    double adam_beta1, adam_beta2, adam_eps;
+    double weight_decay;
+    double max_grad_norm;                    /* 0 disables clipping */
+    uint64_t target_update_interval;         /* updates between target updates */
+    double tau;                              /* 1 = hard copy, < 1 = Polyak */
+
+    /* schedule */
+    uint32_t batch_size;
+    uint64_t learning_starts;                /* env steps before training starts */
+    uint32_t train_freq;                     /* env steps between training rounds */
+    uint32_t gradient_steps;                 /* updates per training round */
+    uint32_t num_envs;
+
+    /* replay */
+    uint32_t replay_capacity;
+    int replay;                              /* fhd__replay_kind */
+    double per_alpha, per_beta0, per_eps;
+    uint64_t per_beta_steps;                 /* updates over which beta anneals to 1 */
+
+    /* exploration */
+    double epsilon_start, epsilon_end;
+    uint64_t epsilon_decay_steps;            /* env steps */
+} fhd__config;
+
+/* Parse `json` (len bytes, need not be NUL-terminated) into `cfg`: the manifest's defaults,
+ * then the given keys, then the consistency checks. Returns FHD_OK, or a negative status with
+ * `err` (may be NULL; written up to its struct_size) holding the code, the JSON path of the
+ * offending field ("" if none), line/column for syntax errors, and a message naming the allowed
+ * range. `cfg` is written only on success. [thread-safe] */
+int32_t fhd__config_parse(const char *json, size_t len, fhd__config *cfg, fhd_error *err);
+
+/* Serialise `cfg` as a canonical JSON object: every key, sorted, compact, numbers in their
+ * shortest exact form, so that parsing the result gives back `cfg` exactly. Returns a malloc'd
+ * NUL-terminated string owned by the caller (free), or NULL if out of memory or `cfg` holds a
+ * value JSON cannot carry. [thread-safe] */
+char *fhd__config_to_json(const fhd__config *cfg);
+
+/* 1 if every key has the same value in `a` and `b` (array entries past their length and
+ * struct padding are ignored), else 0. [thread-safe] */
+int fhd__config_equal(const fhd__config *a, const fhd__config *b);
+
+/* Name of the first key (schema order) whose value differs between `a` and `b`, or NULL when
+ * none does. With include_overridable == 0 the keys of the manifest's "resume_overridable" list
+ * are skipped, so a non-NULL result names an architecture field that a checkpoint cannot
+ * change. The name has static lifetime. [thread-safe] */
+const char *fhd__config_first_difference(const fhd__config *a, const fhd__config *b,
+                                         int include_overridable);
+
+/* Derived sizes (of a config whose fields lie in their schema ranges). */
+uint32_t fhd__config_total_actions(const fhd__config *cfg); /* KT = sum_d K_d */
+/* Floats in one network's parameters: sum over torso and head layers of out*in + out, with
+ * in_0 = S and head out = KT + dueling (layout.h). */
+uint64_t fhd__config_param_count(const fhd__config *cfg);
+
+/* Names of schema keys known to the parser, NULL-terminated (for the schema test). */
+const char *const *fhd__config_keys(void);
+
+/* The manifest embedded at build time (NUL-terminated). */
+extern const char fhd__manifest_json[];
+
+#endif
