@@ -1,0 +1,126 @@
+/* backend.h - the internal backend vtable (CPU reference, CUDA module).
+ *
+ * The learner front (learner.c) owns the config, the counters of env steps and episodes, the
+ * n-step accumulators, the schedule, input validation, exploration, metrics and checkpoint
+ * files. A backend owns the numbers: parameters (online + target), gradients, Adam moments,
+ * spectral-norm vectors, the replay storage and its sum tree, and the update counter (the
+ * CUDA backend decides target updates and beta on the device from it).
+ *
+ * Every backend computes exactly the math of DESIGN.md section 4; plugin/cpu is the readable
+ * reference and the oracle of the CUDA backend's tests. All functions return FHD_OK or a
+ * negative FHD_ERR_* status and then leave a message in error(). A backend is used by one
+ * thread at a time.
+ */
+#ifndef FHD_BACKEND_H
+#define FHD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "foxhunt_dqn.h"
+#include "layout.h"
+
+#define FHD_BACKEND_OPS_VERSION 1u
+
+typedef struct fhd__backend fhd__backend; /* opaque, one per learner */
+
+/* A batch with every default resolved by the front (no NULL inputs). */
+typedef struct fhd__host_batch {
+    uint32_t B;
+    const float *obs;       /* (B, S) */
+    const int32_t *actions; /* (B, D) */
+    const float *rewards;   /* (B) n-step return R */
+    const float *next_obs;  /* (B, S) */
+    const float *disc;      /* (B) gamma^m * (1 - terminated) */
+    const float *weights;   /* (B) importance weights */
+    float *td;              /* optional out (B, D) */
+    float *y;               /* optional out (B) */
+} fhd__host_batch;
+
+/* State that is not a float tensor of the layout. */
+typedef struct fhd__backend_scalars {
+    uint64_t updates;        /* gradient updates done = Adam step count */
+    uint64_t replay_pos;     /* next ring slot to write */
+    uint64_t replay_size;    /* filled slots, <= capacity */
+    uint64_t max_priority_q; /* running max of quantised priorities (new transitions get it) */
+} fhd__backend_scalars;
+
+/* Latest completed update's statistics (on CUDA: the latest snapshot copied back). */
+typedef struct fhd__update_stats {
+    uint64_t update_index;   /* the update these values belong to (0: none yet) */
+    float loss, td_abs_mean, q_mean, grad_norm, beta;
+} fhd__update_stats;
+
+/* Replay and auxiliary state kinds for read/write (checkpoints, tests). Element types:
+ * float unless noted. Tensor buffers of layout.h (fhd__buf_kind) come first. */
+typedef enum {
+    FHD_STATE_PARAMS = FHD_BUF_PARAMS,
+    FHD_STATE_GRAD = FHD_BUF_GRAD,
+    FHD_STATE_ADAM_M = FHD_BUF_ADAM_M,
+    FHD_STATE_ADAM_V = FHD_BUF_ADAM_V,
+    FHD_STATE_SN = FHD_BUF_SN,
+    FHD_STATE_REPLAY_OBS = 16,  /* (capacity, S) */
+    FHD_STATE_REPLAY_NEXT_OBS,  /* (capacity, S) */
+    FHD_STATE_REPLAY_ACTIONS,   /* (capacity, D) int32 */
+    FHD_STATE_REPLAY_RETURNS,   /* (capacity) */
+    FHD_STATE_REPLAY_DISC,      /* (capacity) */
+    FHD_STATE_REPLAY_PRIORITY,  /* (capacity) uint64 quantised leaf priorities; write rebuilds the tree */
+    FHD_STATE_LAST_INDICES,     /* (B) uint32 replay slots sampled by the last train update (read only) */
+    FHD_STATE_LAST_WEIGHTS,     /* (B) IS weights of the last train update (read only) */
+} fhd__state_kind;
+
+typedef struct fhd__backend_ops {
+    uint32_t version; /* FHD_BACKEND_OPS_VERSION */
+    const char *name; /* "cpu", "cuda" */
+
+    /* Create from a validated config. params: 2P floats (online, target), sn: 2*sn_size
+     * floats (may be NULL when sn_size is 0). On failure *out is NULL and msg holds why. */
+    int32_t (*create)(const fhd__config *cfg, const fhd__layout *lo, const float *params,
+                      const float *sn, fhd__backend **out, char *msg, size_t msg_cap);
+    void (*destroy)(fhd__backend *b); /* NULL-safe */
+    const char *(*error)(const fhd__backend *b); /* message of the last failed call */
+    const char *(*device_name)(const fhd__backend *b); /* static or owned by b */
+
+    /* Greedy evaluation forward (stored spectral-norm vectors, no power iteration).
+     * obs (n, S) -> q (n, KT) (may be NULL), greedy (n, D) argmax per branch (first max). */
+    int32_t (*q_values)(fhd__backend *b, uint32_t n, const float *obs, float *q, int32_t *greedy);
+
+    /* Append n complete (n-step) transitions to the replay ring with the running max
+     * priority. Inputs validated by the front. */
+    int32_t (*replay_add)(fhd__backend *b, uint32_t n, const float *obs, const int32_t *actions,
+                          const float *returns, const float *next_obs, const float *disc);
+
+    /* num_updates updates, each: sample B from replay (stratified PER or uniform, RNG stream
+     * SAMPLE with n = update index), update, priority update. stats (may be NULL): last one. */
+    int32_t (*train)(fhd__backend *b, uint32_t num_updates, fhd_train_stats *stats);
+
+    /* One update on a host batch (no replay, no priorities). */
+    int32_t (*train_batch)(fhd__backend *b, const fhd__host_batch *batch, fhd_train_stats *stats);
+
+    /* Copy count elements starting at element offset of a state kind out of / into the
+     * backend. write() of params/sn/replay leaves derived state consistent. */
+    int32_t (*read)(fhd__backend *b, int kind, uint64_t offset, uint64_t count, void *dst);
+    int32_t (*write)(fhd__backend *b, int kind, uint64_t offset, uint64_t count, const void *src);
+    int32_t (*get_scalars)(fhd__backend *b, fhd__backend_scalars *out);
+    int32_t (*set_scalars)(fhd__backend *b, const fhd__backend_scalars *in);
+
+    /* Latest completed update statistics; never blocks the training pipeline. */
+    int32_t (*latest_stats)(fhd__backend *b, fhd__update_stats *out);
+} fhd__backend_ops;
+
+/* The CPU reference backend (plugin/cpu). */
+extern const fhd__backend_ops fhd__cpu_backend_ops;
+
+/* The CUDA module exports exactly this symbol (libfoxhunt_dqn_cuda.so). It returns NULL and
+ * fills msg when no usable device is present (no driver, no device, wrong ops version). */
+#define FHD_CUDA_MODULE_ENTRY "fhd_cuda_module_get_ops"
+typedef const fhd__backend_ops *(*fhd__cuda_module_get_ops_fn)(uint32_t ops_version, int device,
+                                                              char *msg, size_t msg_cap);
+
+/* Element size in bytes of a state kind. */
+static inline size_t fhd__state_elem_size(int kind) {
+    return (kind == FHD_STATE_REPLAY_PRIORITY) ? 8 : 4;
+}
+
+#endif

@@ -1,0 +1,91 @@
+/* backend_loader.c - choose the backend; load the CUDA module on demand.
+ *
+ * The core library has no link-time dependency on CUDA: "cuda" dlopens
+ * libfoxhunt_dqn_cuda.so from the directory this library was loaded from (or from
+ * $FHD_CUDA_MODULE when set), asks it for its ops, and fails with
+ * FHD_ERR_BACKEND_UNAVAILABLE and the reason when that is impossible. "auto" falls back to the
+ * CPU backend and records why.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learner.h"
+
+static void module_path(char *out, size_t cap) {
+    const char *env = getenv("FHD_CUDA_MODULE");
+    if (env && *env) {
+        snprintf(out, cap, "%s", env);
+        return;
+    }
+    Dl_info info;
+    if (dladdr((void *)&module_path, &info) && info.dli_fname) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        if (slash) {
+            snprintf(out, cap, "%.*s/%s", (int)(slash - info.dli_fname), info.dli_fname,
+                     FHD_CUDA_MODULE_NAME);
+            return;
+        }
+    }
+    snprintf(out, cap, "%s", FHD_CUDA_MODULE_NAME);
+}
+
+/* Try to load the CUDA backend. Returns ops or NULL with `why` filled. */
+static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) {
+    char path[4096];
+    module_path(path, sizeof path);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(why, cap, "the CUDA module could not be loaded (%s)", e ? e : path);
+        return NULL;
+    }
+    fhd__cuda_module_get_ops_fn get = (fhd__cuda_module_get_ops_fn)dlsym(h, FHD_CUDA_MODULE_ENTRY);
+    if (!get) {
+        snprintf(why, cap, "%s does not export %s", path, FHD_CUDA_MODULE_ENTRY);
+        dlclose(h);
+        return NULL;
+    }
+    char msg[384] = {0};
+    const fhd__backend_ops *ops = get(FHD_BACKEND_OPS_VERSION, L->cfg.device, msg, sizeof msg);
+    if (!ops) {
+        snprintf(why, cap, "%s", msg[0] ? msg : "the CUDA module found no usable device");
+        dlclose(h);
+        return NULL;
+    }
+    L->module = h;
+    return ops;
+}
+
+int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
+    char why[512] = {0};
+    switch (L->cfg.backend) {
+    case FHD_BACKEND_CPU:
+        L->ops = &fhd__cpu_backend_ops;
+        return FHD_OK;
+    case FHD_BACKEND_CUDA:
+        L->ops = load_cuda(L, why, sizeof why);
+        if (L->ops)
+            return FHD_OK;
+        fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, "$.backend",
+                       "$.backend: \"cuda\" is unavailable: %s", why);
+        return FHD_ERR_BACKEND_UNAVAILABLE;
+    default: /* auto */
+        L->ops = load_cuda(L, why, sizeof why);
+        if (L->ops)
+            return FHD_OK;
+        snprintf(L->fallback_reason, sizeof L->fallback_reason, "%s", why);
+        L->ops = &fhd__cpu_backend_ops;
+        /* the CPU computes in fp32 whatever precision was asked for */
+        L->cfg.matmul_precision = FHD_PREC_FP32;
+        return FHD_OK;
+    }
+}
+
+void fhd__unload_backend(fhd_learner *L) {
+    if (L->module)
+        dlclose(L->module);
+    L->module = NULL;
+}

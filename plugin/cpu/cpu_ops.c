@@ -1,0 +1,286 @@
+/* cpu_ops.c - the reference operations (see cpu_ops.h). GEMMs through CBLAS (OpenBLAS). */
+#include "cpu_ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
+                         uint32_t in, uint32_t out, int relu) {
+    /* y (B, out) = x (B, in) . W^T (in, out) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, 1.0f, x,
+                (int)in, W, (int)in, 0.0f, y, (int)out);
+    for (uint32_t i = 0; i < B; i++) {
+        float *row = y + (size_t)i * out;
+        if (relu) {
+            for (uint32_t j = 0; j < out; j++) {
+                float z = row[j] + b[j];
+                row[j] = z > 0.0f ? z : 0.0f;
+            }
+        } else {
+            for (uint32_t j = 0; j < out; j++)
+                row[j] += b[j];
+        }
+    }
+}
+
+void fhd__linear_backward(float *dx, float *dW, float *db, const float *dy, const float *x,
+                          const float *W, uint32_t B, uint32_t in, uint32_t out) {
+    /* dW (out, in) = dy^T (out, B) . x (B, in) */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)B, 1.0f, dy,
+                (int)out, x, (int)in, 0.0f, dW, (int)in);
+    memset(db, 0, sizeof(float) * out);
+    for (uint32_t i = 0; i < B; i++) {
+        const float *row = dy + (size_t)i * out;
+        for (uint32_t j = 0; j < out; j++)
+            db[j] += row[j];
+    }
+    if (dx) /* dx (B, in) = dy (B, out) . W (out, in) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)in, (int)out, 1.0f,
+                    dy, (int)out, W, (int)in, 0.0f, dx, (int)in);
+}
+
+void fhd__relu_backward(float *dy, const float *h, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+        if (!(h[i] > 0.0f))
+            dy[i] = 0.0f;
+}
+
+void fhd__head_combine(float *q, const float *out, const fhd__layout *lo, uint32_t B) {
+    const uint32_t HO = lo->head_out, KT = lo->KT;
+    for (uint32_t i = 0; i < B; i++) {
+        const float *o = out + (size_t)i * HO;
+        float *qi = q + (size_t)i * KT;
+        if (!lo->dueling) {
+            memcpy(qi, o, sizeof(float) * KT);
+            continue;
+        }
+        const float v = o[0];
+        for (uint32_t d = 0; d < lo->D; d++) {
+            const float *a = o + 1 + lo->k_off[d];
+            float s = 0.0f;
+            for (uint32_t k = 0; k < lo->K[d]; k++)
+                s += a[k];
+            const float mean = s / (float)lo->K[d];
+            for (uint32_t k = 0; k < lo->K[d]; k++)
+                qi[lo->k_off[d] + k] = v + (a[k] - mean);
+        }
+    }
+}
+
+void fhd__head_combine_backward(float *dout, const float *dq, const fhd__layout *lo, uint32_t B) {
+    const uint32_t HO = lo->head_out, KT = lo->KT;
+    for (uint32_t i = 0; i < B; i++) {
+        const float *g = dq + (size_t)i * KT;
+        float *o = dout + (size_t)i * HO;
+        if (!lo->dueling) {
+            memcpy(o, g, sizeof(float) * KT);
+            continue;
+        }
+        float dv = 0.0f;
+        for (uint32_t d = 0; d < lo->D; d++) {
+            const float *gd = g + lo->k_off[d];
+            float s = 0.0f;
+            for (uint32_t k = 0; k < lo->K[d]; k++)
+                s += gd[k];
+            dv += s;
+            const float mean = s / (float)lo->K[d];
+            for (uint32_t k = 0; k < lo->K[d]; k++)
+                o[1 + lo->k_off[d] + k] = gd[k] - mean;
+        }
+        o[0] = dv;
+    }
+}
+
+void fhd__argmax_branches(int32_t *a, const float *q, const fhd__layout *lo, uint32_t B) {
+    for (uint32_t i = 0; i < B; i++) {
+        const float *qi = q + (size_t)i * lo->KT;
+        for (uint32_t d = 0; d < lo->D; d++) {
+            const float *qd = qi + lo->k_off[d];
+            uint32_t best = 0;
+            for (uint32_t k = 1; k < lo->K[d]; k++)
+                if (qd[k] > qd[best])
+                    best = k;
+            a[(size_t)i * lo->D + d] = (int32_t)best;
+        }
+    }
+}
+
+/* x / max(||x||, 1e-12), as torch.nn.functional.normalize */
+static void normalize(float *x, uint32_t n) {
+    double s = 0.0;
+    for (uint32_t i = 0; i < n; i++)
+        s += (double)x[i] * x[i];
+    double nrm = sqrt(s);
+    float inv = (float)(1.0 / (nrm > 1e-12 ? nrm : 1e-12));
+    for (uint32_t i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+float fhd__sn_sigma(const float *W, const float *u, const float *v, uint32_t m, uint32_t k,
+                    float *tmp) {
+    /* tmp (m) = W v; sigma = u . tmp */
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)m, (int)k, 1.0f, W, (int)k, v, 1, 0.0f, tmp, 1);
+    double s = 0.0;
+    for (uint32_t i = 0; i < m; i++)
+        s += (double)u[i] * tmp[i];
+    return (float)s;
+}
+
+float fhd__sn_power_iteration(const float *W, float *u, float *v, uint32_t m, uint32_t k,
+                              float *tmp) {
+    /* v = normalize(W^T u) */
+    cblas_sgemv(CblasRowMajor, CblasTrans, (int)m, (int)k, 1.0f, W, (int)k, u, 1, 0.0f, v, 1);
+    normalize(v, k);
+    /* u = normalize(W v) */
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)m, (int)k, 1.0f, W, (int)k, v, 1, 0.0f, u, 1);
+    normalize(u, m);
+    return fhd__sn_sigma(W, u, v, m, k, tmp);
+}
+
+void fhd__sn_scale(float *Wsn, const float *W, float sigma, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+        Wsn[i] = W[i] / sigma;
+}
+
+void fhd__sn_weight_backward(float *g, const float *W, const float *u, const float *v,
+                             float sigma, uint32_t m, uint32_t k) {
+    const uint64_t n = (uint64_t)m * k;
+    double gw = 0.0;
+    for (uint64_t i = 0; i < n; i++)
+        gw += (double)g[i] * W[i];
+    const float c = (float)(gw / ((double)sigma * sigma));
+    const float inv = 1.0f / sigma;
+    for (uint32_t i = 0; i < m; i++) {
+        float *gi = g + (size_t)i * k;
+        const float cu = c * u[i];
+        for (uint32_t j = 0; j < k; j++)
+            gi[j] = gi[j] * inv - cu * v[j];
+    }
+}
+
+void fhd__td_target(float *y, const float *r, const float *disc, const float *qt,
+                    const float *sel, const fhd__layout *lo, uint32_t B) {
+    for (uint32_t i = 0; i < B; i++) {
+        const float *qi = qt + (size_t)i * lo->KT;
+        const float *si = sel + (size_t)i * lo->KT;
+        float acc = 0.0f;
+        for (uint32_t d = 0; d < lo->D; d++) {
+            const uint32_t o = lo->k_off[d];
+            uint32_t best = 0;
+            for (uint32_t k = 1; k < lo->K[d]; k++)
+                if (si[o + k] > si[o + best])
+                    best = k;
+            acc += qi[o + best];
+        }
+        y[i] = r[i] + disc[i] * (acc / (float)lo->D);
+    }
+}
+
+float fhd__td_loss(float *dq, float *td, const float *q, const int32_t *actions, const float *y,
+                   const float *w, const fhd__layout *lo, uint32_t B,
+                   const fhd__loss_params *p, float *td_abs_mean, float *q_mean) {
+    const uint32_t D = lo->D, KT = lo->KT;
+    const float scale = 1.0f / ((float)B * (float)D); /* (1/B) (1/D) */
+    double loss = 0.0, abs_sum = 0.0, q_sum = 0.0, cql = 0.0;
+    for (uint32_t i = 0; i < B; i++) {
+        const float *qi = q + (size_t)i * KT;
+        float *gi = dq + (size_t)i * KT;
+        for (uint32_t d = 0; d < D; d++) {
+            const uint32_t o = lo->k_off[d], K = lo->K[d];
+            const int32_t a = actions[(size_t)i * D + d];
+            const float qa = qi[o + (uint32_t)a];
+            const float delta = qa - y[i];
+            td[(size_t)i * D + d] = delta;
+            abs_sum += fabsf(delta);
+            q_sum += qa;
+            float l, dl;
+            if (p->huber) {
+                const float ad = fabsf(delta);
+                if (ad <= p->delta) {
+                    l = 0.5f * delta * delta;
+                    dl = delta;
+                } else {
+                    l = p->delta * (ad - 0.5f * p->delta);
+                    dl = delta > 0.0f ? p->delta : -p->delta;
+                }
+            } else {
+                l = delta * delta;
+                dl = 2.0f * delta;
+            }
+            loss += (double)w[i] * l;
+            for (uint32_t k = 0; k < K; k++)
+                gi[o + k] = 0.0f;
+            gi[o + (uint32_t)a] = w[i] * dl * scale;
+            if (p->cql_alpha > 0.0f) { /* alpha * (logsumexp_a Q - Q(a_taken)) */
+                float mx = qi[o];
+                for (uint32_t k = 1; k < K; k++)
+                    mx = qi[o + k] > mx ? qi[o + k] : mx;
+                double se = 0.0;
+                for (uint32_t k = 0; k < K; k++)
+                    se += exp((double)(qi[o + k] - mx));
+                const double lse = (double)mx + log(se);
+                cql += lse - qa;
+                for (uint32_t k = 0; k < K; k++) {
+                    const float sm = (float)(exp((double)(qi[o + k] - mx)) / se);
+                    gi[o + k] += p->cql_alpha * sm * scale;
+                }
+                gi[o + (uint32_t)a] -= p->cql_alpha * scale;
+            }
+        }
+    }
+    const double n = (double)B * D;
+    *td_abs_mean = (float)(abs_sum / n);
+    *q_mean = (float)(q_sum / n);
+    return (float)(loss / n + (double)p->cql_alpha * cql / n);
+}
+
+float fhd__clip_grad_norm(float *g, uint64_t n, float max_norm) {
+    double s = 0.0;
+    for (uint64_t i = 0; i < n; i++)
+        s += (double)g[i] * g[i];
+    const float norm = (float)sqrt(s);
+    if (max_norm > 0.0f) {
+        const float coef = max_norm / (norm + 1e-6f);
+        if (coef < 1.0f)
+            for (uint64_t i = 0; i < n; i++)
+                g[i] *= coef;
+    }
+    return norm;
+}
+
+void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, uint64_t t,
+                    const fhd__adam_params *ap) {
+    const float b1 = ap->beta1, b2 = ap->beta2;
+    const float bc1 = 1.0f - (float)pow((double)b1, (double)t);
+    const float bc2 = 1.0f - (float)pow((double)b2, (double)t);
+    const float step = ap->lr / bc1;
+    const float bc2_sqrt = sqrtf(bc2);
+    const float wd = ap->weight_decay;
+    const float decay = 1.0f - ap->lr * wd;
+    for (uint64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float pi = p[i];
+        if (wd != 0.0f) {
+            if (ap->decoupled)
+                pi *= decay;
+            else
+                gi += wd * pi;
+        }
+        const float mi = m[i] + (1.0f - b1) * (gi - m[i]); /* torch lerp_ */
+        const float vi = v[i] * b2 + (1.0f - b2) * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        const float denom = sqrtf(vi) / bc2_sqrt + ap->eps;
+        p[i] = pi - step * (mi / denom);
+    }
+}
+
+void fhd__polyak(float *tgt, const float *src, uint64_t n, float tau) {
+    if (tau >= 1.0f) {
+        memcpy(tgt, src, sizeof(float) * n);
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        tgt[i] = tgt[i] + tau * (src[i] - tgt[i]); /* torch lerp_(src, tau) */
+}

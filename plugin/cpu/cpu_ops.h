@@ -1,0 +1,80 @@
+/* cpu_ops.h - the learner's operations on the CPU, one function per op (the CUDA kernels in
+ * kernels/ mirror these names and arguments, adding a stream).
+ *
+ * Shapes: B batch, S obs dim, D branches, K_d actions in branch d, KT = sum K_d,
+ * HO = head outputs = KT + dueling. Matrices are row-major.
+ */
+#ifndef FHD_CPU_OPS_H
+#define FHD_CPU_OPS_H
+
+#include <stdint.h>
+
+#include "layout.h"
+
+/* y (B, out) = x (B, in) W^T + b, then ReLU if relu. W (out, in), b (out). */
+void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
+                         uint32_t in, uint32_t out, int relu);
+
+/* Backward of y = x W^T + b (no activation; apply relu_backward to dy first).
+ * dx (B, in) = dy W (skipped when dx is NULL); dW (out, in) = dy^T x; db (out) = sum_rows dy. */
+void fhd__linear_backward(float *dx, float *dW, float *db, const float *dy, const float *x,
+                          const float *W, uint32_t B, uint32_t in, uint32_t out);
+
+/* dz = dy * (h > 0), in place on dy; h the ReLU output (n elements). */
+void fhd__relu_backward(float *dy, const float *h, uint64_t n);
+
+/* Head outputs (B, HO) -> Q (B, KT). Dueling: Q_d(a) = V + A_d(a) - mean_a A_d(a). */
+void fhd__head_combine(float *q, const float *out, const fhd__layout *lo, uint32_t B);
+/* dQ (B, KT) -> d(head outputs) (B, HO). */
+void fhd__head_combine_backward(float *dout, const float *dq, const fhd__layout *lo, uint32_t B);
+
+/* Greedy action per branch (first maximum): q (B, KT) -> a (B, D). */
+void fhd__argmax_branches(int32_t *a, const float *q, const fhd__layout *lo, uint32_t B);
+
+/* Spectral norm. One power iteration (v = normalize(W^T u), u = normalize(W v)) updating u, v
+ * in place, then sigma = u . (W v). W (m, k), u (m), v (k). tmp: max(m, k) floats. */
+float fhd__sn_power_iteration(const float *W, float *u, float *v, uint32_t m, uint32_t k,
+                              float *tmp);
+/* sigma = u . (W v) with the stored vectors (no iteration). */
+float fhd__sn_sigma(const float *W, const float *u, const float *v, uint32_t m, uint32_t k,
+                    float *tmp);
+/* W_sn (m, k) = W / sigma. */
+void fhd__sn_scale(float *Wsn, const float *W, float sigma, uint64_t n);
+/* Gradient through W_sn = W / (u^T W v) with u, v constant, in place on g (m, k):
+ * g <- g / sigma - (sum(g * W) / sigma^2) u v^T. */
+void fhd__sn_weight_backward(float *g, const float *W, const float *u, const float *v,
+                             float sigma, uint32_t m, uint32_t k);
+
+/* TD targets: y (B) = r + disc * (1/D) sum_d qt_d(s', a*_d) with a* from `sel` (B, KT):
+ * the online net's Q(s') for double DQN, else the target net's (max). */
+void fhd__td_target(float *y, const float *r, const float *disc, const float *qt,
+                    const float *sel, const fhd__layout *lo, uint32_t B);
+
+/* Loss and its gradient w.r.t. Q (B, KT). td (B, D) receives Q_d(s, a_d) - y.
+ * Returns the loss; *td_abs_mean and *q_mean receive the batch statistics. */
+typedef struct fhd__loss_params {
+    int huber;          /* 1 Huber(delta), 0 MSE */
+    float delta;
+    float cql_alpha;
+} fhd__loss_params;
+float fhd__td_loss(float *dq, float *td, const float *q, const int32_t *actions, const float *y,
+                   const float *w, const fhd__layout *lo, uint32_t B,
+                   const fhd__loss_params *p, float *td_abs_mean, float *q_mean);
+
+/* Global L2 norm of g (n) and, when max_norm > 0, PyTorch clip_grad_norm_ scaling. Returns
+ * the norm before clipping. */
+float fhd__clip_grad_norm(float *g, uint64_t n, float max_norm);
+
+/* One Adam/AdamW step with PyTorch semantics (bias-corrected, eps outside the sqrt);
+ * t is the step number after increment (>= 1). */
+typedef struct fhd__adam_params {
+    float lr, beta1, beta2, eps, weight_decay;
+    int decoupled; /* AdamW */
+} fhd__adam_params;
+void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, uint64_t t,
+                    const fhd__adam_params *ap);
+
+/* Target update: tgt = tau * src + (1 - tau) * tgt (tau == 1 copies). */
+void fhd__polyak(float *tgt, const float *src, uint64_t n, float tau);
+
+#endif

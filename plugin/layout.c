@@ -1,0 +1,220 @@
+/* layout.c - flat-buffer layout of the network, initial parameters and named tensors. */
+#include "layout.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "philox.h"
+
+int fhd__layout_init(fhd__layout *lo, const fhd__config *cfg) {
+    memset(lo, 0, sizeof(*lo));
+    lo->S = cfg->obs_dim;
+    lo->D = cfg->num_branches;
+    lo->L = cfg->num_hidden;
+    lo->dueling = cfg->dueling ? 1 : 0;
+    uint32_t kt = 0;
+    for (uint32_t d = 0; d < lo->D; d++) {
+        lo->K[d] = cfg->actions[d];
+        lo->k_off[d] = kt;
+        kt += cfg->actions[d];
+    }
+    lo->KT = kt;
+    lo->head_out = kt + (uint32_t)lo->dueling;
+    uint64_t off = 0, sn_off = 0;
+    uint32_t in = lo->S, maxw = lo->S;
+    for (uint32_t l = 0; l <= lo->L; l++) {
+        fhd__layer *ly = &lo->layers[l];
+        ly->in = in;
+        ly->out = (l < lo->L) ? cfg->hidden[l] : lo->head_out;
+        ly->w_off = off;
+        off += (uint64_t)ly->out * ly->in;
+        ly->b_off = off;
+        off += ly->out;
+        ly->sn = l < lo->L && (cfg->spectral_norm == FHD_SN_ALL ||
+                               (cfg->spectral_norm == FHD_SN_LAST && l == lo->L - 1));
+        if (ly->sn) {
+            ly->u_off = sn_off;
+            ly->v_off = sn_off + ly->out;
+            sn_off += (uint64_t)ly->out + ly->in;
+            lo->num_sn++;
+        }
+        if (ly->out > maxw)
+            maxw = ly->out;
+        in = ly->out;
+    }
+    lo->num_params = off;
+    lo->sn_size = sn_off;
+    lo->max_width = maxw;
+    return off > (UINT64_C(1) << 31) ? -1 : 0;
+}
+
+void fhd__layout_init_params(const fhd__layout *lo, uint64_t seed, float *params) {
+    for (uint32_t l = 0; l <= lo->L; l++) {
+        const fhd__layer *ly = &lo->layers[l];
+        const float bound = (float)(1.0 / sqrt((double)ly->in));
+        uint64_t end = ly->b_off + ly->out; /* W then b are contiguous */
+        for (uint64_t i = ly->w_off; i < end; i++) {
+            fhd__u32x4 r = fhd__rng_draw(seed, FHD_RNG_STREAM_INIT, i, 0);
+            float u = fhd__rng_u01f(r.v[0]); /* [0, 1) */
+            params[i] = (2.0f * u - 1.0f) * bound;
+        }
+    }
+}
+
+/* Standard normal by Box-Muller from two 32-bit draws (host only: init is computed here for
+ * every backend). */
+static double normal_draw(uint64_t seed, uint64_t n) {
+    fhd__u32x4 r = fhd__rng_draw(seed, FHD_RNG_STREAM_SN_INIT, n, 0);
+    double u1 = fhd__rng_u01d(r.v[0], r.v[1]);
+    double u2 = fhd__rng_u01d(r.v[2], r.v[3]);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+}
+
+static void normalize(double *x, uint32_t n) {
+    double s = 0;
+    for (uint32_t i = 0; i < n; i++)
+        s += x[i] * x[i];
+    double nrm = sqrt(s);
+    if (nrm < 1e-12)
+        nrm = 1e-12; /* torch.nn.functional.normalize eps */
+    for (uint32_t i = 0; i < n; i++)
+        x[i] /= nrm;
+}
+
+int fhd__layout_init_sn(const fhd__layout *lo, uint64_t seed, const float *params, float *sn) {
+    for (uint32_t l = 0; l < lo->L; l++) {
+        const fhd__layer *ly = &lo->layers[l];
+        if (!ly->sn)
+            continue;
+        const uint32_t m = ly->out, k = ly->in;
+        const float *W = params + ly->w_off; /* (m, k) */
+        double *heap = (double *)malloc(sizeof(double) * ((size_t)m + k));
+        if (!heap)
+            return -1;
+        double *pu = heap, *pv = heap + m;
+        for (uint32_t i = 0; i < m; i++)
+            pu[i] = normal_draw(seed, ly->u_off + i);
+        for (uint32_t j = 0; j < k; j++)
+            pv[j] = normal_draw(seed, ly->v_off + j);
+        normalize(pu, m);
+        normalize(pv, k);
+        for (int it = 0; it < 15; it++) { /* PyTorch runs 15 iterations at registration */
+            for (uint32_t j = 0; j < k; j++) { /* v = normalize(W^T u) */
+                double s = 0;
+                for (uint32_t i = 0; i < m; i++)
+                    s += (double)W[(size_t)i * k + j] * pu[i];
+                pv[j] = s;
+            }
+            normalize(pv, k);
+            for (uint32_t i = 0; i < m; i++) { /* u = normalize(W v) */
+                double s = 0;
+                for (uint32_t j = 0; j < k; j++)
+                    s += (double)W[(size_t)i * k + j] * pv[j];
+                pu[i] = s;
+            }
+            normalize(pu, m);
+        }
+        for (uint32_t i = 0; i < m; i++)
+            sn[ly->u_off + i] = (float)pu[i];
+        for (uint32_t j = 0; j < k; j++)
+            sn[ly->v_off + j] = (float)pv[j];
+        free(heap);
+    }
+    return 0;
+}
+
+/* ---- named tensors ---------------------------------------------------------------------- */
+
+/* Per network: for each layer W and b, with the head split into value/advantage views. */
+static uint32_t net_tensor_count(const fhd__layout *lo) {
+    return 2 * lo->L + (lo->dueling ? 4 : 2);
+}
+
+static void net_tensor(const fhd__layout *lo, uint32_t i, const char *prefix, uint64_t base,
+                       fhd__tensor_ref *t) {
+    if (i < 2 * lo->L) {
+        const fhd__layer *ly = &lo->layers[i / 2];
+        int is_w = (i % 2) == 0;
+        snprintf(t->name, sizeof t->name, "%s.torso.%u.%s", prefix, i / 2, is_w ? "weight" : "bias");
+        t->offset = base + (is_w ? ly->w_off : ly->b_off);
+        t->rank = is_w ? 2 : 1;
+        t->shape[0] = ly->out;
+        t->shape[1] = is_w ? ly->in : 0;
+        t->count = is_w ? (uint64_t)ly->out * ly->in : ly->out;
+        return;
+    }
+    const fhd__layer *h = &lo->layers[lo->L];
+    uint32_t j = i - 2 * lo->L;
+    int is_w = (j % 2) == 0;
+    const char *part;
+    uint64_t row0, rows;
+    if (lo->dueling && j < 2) {
+        part = "value";
+        row0 = 0;
+        rows = 1;
+    } else {
+        part = lo->dueling ? "advantage" : "q";
+        row0 = (uint64_t)lo->dueling;
+        rows = lo->KT;
+    }
+    snprintf(t->name, sizeof t->name, "%s.head.%s.%s", prefix, part, is_w ? "weight" : "bias");
+    t->offset = base + (is_w ? h->w_off + row0 * h->in : h->b_off + row0);
+    t->rank = is_w ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = is_w ? h->in : 0;
+    t->count = is_w ? rows * h->in : rows;
+}
+
+uint32_t fhd__layout_tensor_count(const fhd__layout *lo) {
+    /* online, target, grad, adam.m, adam.v; then sn u/v for online and target */
+    return 5 * net_tensor_count(lo) + 4 * lo->num_sn;
+}
+
+int fhd__layout_tensor(const fhd__layout *lo, uint32_t i, fhd__tensor_ref *out) {
+    static const char *const prefixes[5] = {"online", "target", "grad", "adam.m", "adam.v"};
+    static const fhd__buf_kind bufs[5] = {FHD_BUF_PARAMS, FHD_BUF_PARAMS, FHD_BUF_GRAD,
+                                          FHD_BUF_ADAM_M, FHD_BUF_ADAM_V};
+    memset(out, 0, sizeof(*out));
+    uint32_t nt = net_tensor_count(lo);
+    if (i < 5 * nt) {
+        uint32_t which = i / nt;
+        uint64_t base = (which == 1) ? lo->num_params : 0;
+        net_tensor(lo, i % nt, prefixes[which], base, out);
+        out->buf = bufs[which];
+        return 0;
+    }
+    i -= 5 * nt;
+    if (i >= 4 * lo->num_sn)
+        return -1;
+    uint32_t net = i / (2 * lo->num_sn), r = i % (2 * lo->num_sn);
+    uint32_t seen = 0;
+    for (uint32_t l = 0; l < lo->L; l++) {
+        const fhd__layer *ly = &lo->layers[l];
+        if (!ly->sn)
+            continue;
+        if (seen == r / 2) {
+            int is_u = (r % 2) == 0;
+            snprintf(out->name, sizeof out->name, "sn.%s.torso.%u.%s", net ? "target" : "online",
+                     l, is_u ? "u" : "v");
+            out->buf = FHD_BUF_SN;
+            out->offset = (net ? lo->sn_size : 0) + (is_u ? ly->u_off : ly->v_off);
+            out->rank = 1;
+            out->shape[0] = is_u ? ly->out : ly->in;
+            out->count = out->shape[0];
+            return 0;
+        }
+        seen++;
+    }
+    return -1;
+}
+
+int fhd__layout_tensor_find(const fhd__layout *lo, const char *name, fhd__tensor_ref *out) {
+    uint32_t n = fhd__layout_tensor_count(lo);
+    for (uint32_t i = 0; i < n; i++) {
+        if (fhd__layout_tensor(lo, i, out) == 0 && strcmp(out->name, name) == 0)
+            return 0;
+    }
+    return -1;
+}

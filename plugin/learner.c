@@ -1,0 +1,611 @@
+/* learner.c - the learner front: creation, validation, n-step returns, schedule, exploration.
+ *
+ * Every ABI call validates all of its input before it changes anything, so a rejected call
+ * leaves the learner exactly as it was.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "learner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "philox.h"
+
+int32_t fhd__fail(fhd_learner *L, int32_t code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(L->err, sizeof L->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+double fhd__now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+float fhd__epsilon(const fhd__config *c, uint64_t env_steps) {
+    double f = (double)env_steps / (double)c->epsilon_decay_steps;
+    if (f > 1.0)
+        f = 1.0;
+    return (float)(c->epsilon_start + (c->epsilon_end - c->epsilon_start) * f);
+}
+
+/* Pass a backend failure through with its message. */
+static int32_t backend_fail(fhd_learner *L, int32_t rc, const char *what) {
+    return fhd__fail(L, rc, "%s: %s", what, L->ops->error(L->be));
+}
+
+/* ---- validation helpers ----------------------------------------------------------------- */
+
+static int32_t check_struct(fhd_learner *L, const void *p, uint32_t min_size, const char *fn,
+                            const char *what) {
+    if (!p)
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "%s: `%s` is NULL", fn, what);
+    uint32_t sz = *(const uint32_t *)p;
+    if (sz < min_size)
+        return fhd__fail(L, FHD_ERR_STRUCT_SIZE,
+                         "%s: %s.struct_size is %u; at least %u is required", fn, what, sz,
+                         min_size);
+    return FHD_OK;
+}
+
+/* rows (n, cols) of floats must be finite; names env/row index and column. */
+static int32_t check_finite(fhd_learner *L, const float *x, uint64_t n, uint32_t cols,
+                            const char *fn, const char *field, const char *rowname) {
+    for (uint64_t i = 0; i < n * cols; i++) {
+        if (!isfinite(x[i])) {
+            if (cols == 1)
+                return fhd__fail(L, FHD_ERR_NONFINITE, "%s: %s[%llu] is %s (%s %llu)", fn, field,
+                                 (unsigned long long)i, isnan(x[i]) ? "NaN" : "Inf", rowname,
+                                 (unsigned long long)i);
+            return fhd__fail(L, FHD_ERR_NONFINITE, "%s: %s[%llu][%llu] is %s (%s %llu)", fn,
+                             field, (unsigned long long)(i / cols),
+                             (unsigned long long)(i % cols), isnan(x[i]) ? "NaN" : "Inf",
+                             rowname, (unsigned long long)(i / cols));
+        }
+    }
+    return FHD_OK;
+}
+
+static int32_t check_actions(fhd_learner *L, const int32_t *a, uint64_t n, const char *fn,
+                             const char *field, const char *rowname) {
+    const uint32_t D = L->lo.D;
+    for (uint64_t i = 0; i < n; i++)
+        for (uint32_t d = 0; d < D; d++) {
+            int32_t v = a[i * D + d];
+            if (v < 0 || (uint32_t)v >= L->lo.K[d])
+                return fhd__fail(L, FHD_ERR_ACTION_RANGE,
+                                 "%s: %s[%llu][%u] = %d is out of range for branch %u; allowed: "
+                                 "[0, %u] (%s %llu)",
+                                 fn, field, (unsigned long long)i, d, v, d, L->lo.K[d] - 1,
+                                 rowname, (unsigned long long)i);
+        }
+    return FHD_OK;
+}
+
+static int32_t check_flags(fhd_learner *L, const uint8_t *f, uint64_t n, const char *fn,
+                           const char *field) {
+    for (uint64_t i = 0; i < n; i++)
+        if (f[i] > 1)
+            return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
+                             "%s: %s[%llu] = %u; allowed: 0 or 1 (env %llu)", fn, field,
+                             (unsigned long long)i, f[i], (unsigned long long)i);
+    return FHD_OK;
+}
+
+#define FHD__TRY(expr)                                                                         \
+    do {                                                                                       \
+        int32_t rc_ = (expr);                                                                  \
+        if (rc_ != FHD_OK)                                                                     \
+            return rc_;                                                                        \
+    } while (0)
+
+/* ---- creation --------------------------------------------------------------------------- */
+
+static int alloc_all(fhd_learner *L) {
+    const uint32_t E = L->E, n = L->n, S = L->lo.S, D = L->lo.D, B = L->cfg.batch_size;
+    const size_t En = (size_t)E * n;
+    L->cap_rows = E > 256 ? E : 256;
+    L->st_obs = calloc(En * S, sizeof(float));
+    L->st_act = calloc(En * D, sizeof(int32_t));
+    L->st_rew = calloc(En, sizeof(float));
+    L->st_head = calloc(E, sizeof(uint32_t));
+    L->st_len = calloc(E, sizeof(uint32_t));
+    L->em_obs = calloc(En * S, sizeof(float));
+    L->em_next = calloc(En * S, sizeof(float));
+    L->em_ret = calloc(En, sizeof(float));
+    L->em_disc = calloc(En, sizeof(float));
+    L->em_act = calloc(En * D, sizeof(int32_t));
+    L->prev_obs = calloc((size_t)E * S, sizeof(float));
+    L->prev_act = calloc((size_t)E * D, sizeof(int32_t));
+    L->ep_return = calloc(E, sizeof(double));
+    L->ep_len = calloc(E, sizeof(uint64_t));
+    L->greedy = calloc((size_t)L->cap_rows * D, sizeof(int32_t));
+    L->tb_disc = calloc(B, sizeof(float));
+    L->tb_w = calloc(B, sizeof(float));
+    return L->st_obs && L->st_act && L->st_rew && L->st_head && L->st_len && L->em_obs &&
+           L->em_next && L->em_ret && L->em_disc && L->em_act && L->prev_obs && L->prev_act &&
+           L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w;
+}
+
+static void free_all(fhd_learner *L) {
+    free(L->st_obs);
+    free(L->st_act);
+    free(L->st_rew);
+    free(L->st_head);
+    free(L->st_len);
+    free(L->em_obs);
+    free(L->em_next);
+    free(L->em_ret);
+    free(L->em_disc);
+    free(L->em_act);
+    free(L->prev_obs);
+    free(L->prev_act);
+    free(L->ep_return);
+    free(L->ep_len);
+    free(L->greedy);
+    free(L->tb_disc);
+    free(L->tb_w);
+}
+
+void fhd__learner_destroy(fhd_learner *L) {
+    if (!L)
+        return;
+    if (L->ops && L->be)
+        L->ops->destroy(L->be);
+    fhd__unload_backend(L);
+    free_all(L);
+    free(L);
+}
+
+int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_error *err) {
+    fhd__config cfg;
+    int32_t rc = fhd__config_parse(json, len, &cfg, err);
+    if (rc != FHD_OK)
+        return rc;
+    fhd_learner *L = calloc(1, sizeof(*L));
+    if (!L) {
+        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory");
+        return FHD_ERR_OUT_OF_MEMORY;
+    }
+    L->cfg = cfg;
+    L->backend_requested = cfg.backend;
+    if (fhd__layout_init(&L->lo, &cfg) != 0) {
+        free(L);
+        fhd__error_set(err, FHD_ERR_CONFIG_INCONSISTENT, "$.hidden",
+                       "$.hidden: the network has more than 2^31 parameters");
+        return FHD_ERR_CONFIG_INCONSISTENT;
+    }
+    L->E = cfg.num_envs;
+    L->n = cfg.n_step;
+    if (!alloc_all(L)) {
+        fhd__learner_destroy(L);
+        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory (num_envs %u, n_step %u)",
+                       cfg.num_envs, cfg.n_step);
+        return FHD_ERR_OUT_OF_MEMORY;
+    }
+    rc = fhd__select_backend(L, err);
+    if (rc != FHD_OK) {
+        fhd__learner_destroy(L);
+        return rc;
+    }
+    /* initial parameters and spectral-norm vectors: computed here, identical for all backends */
+    const uint64_t P = L->lo.num_params;
+    float *params = malloc(sizeof(float) * 2 * P);
+    float *sn = malloc(sizeof(float) * (2 * L->lo.sn_size + 1));
+    if (params && sn) {
+        fhd__layout_init_params(&L->lo, cfg.seed, params);
+        if (fhd__layout_init_sn(&L->lo, cfg.seed, params, sn) != 0) {
+            free(sn);
+            sn = NULL;
+        }
+    }
+    if (!params || !sn) {
+        free(params);
+        free(sn);
+        fhd__learner_destroy(L);
+        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory for %llu parameters",
+                       (unsigned long long)P);
+        return FHD_ERR_OUT_OF_MEMORY;
+    }
+    memcpy(params + P, params, sizeof(float) * P); /* target = online */
+    if (L->lo.sn_size)
+        memcpy(sn + L->lo.sn_size, sn, sizeof(float) * L->lo.sn_size);
+    char msg[512] = {0};
+    rc = L->ops->create(&L->cfg, &L->lo, params, sn, &L->be, msg, sizeof msg);
+    free(params);
+    free(sn);
+    if (rc != FHD_OK) {
+        fhd__error_set(err, rc, "", "init: %s", msg);
+        fhd__learner_destroy(L);
+        return rc;
+    }
+    L->created_at = fhd__now();
+    *out = L;
+    return FHD_OK;
+}
+
+/* ---- act -------------------------------------------------------------------------------- */
+
+/* Greedy or epsilon-greedy actions for n rows of obs (validated). */
+static int32_t choose_actions(fhd_learner *L, uint32_t n, const float *obs, int32_t *actions,
+                              float *q, int explore) {
+    const fhd__layout *lo = &L->lo;
+    const uint32_t D = lo->D;
+    const float eps = explore ? fhd__epsilon(&L->cfg, L->env_steps) : 0.0f;
+    const uint64_t event = L->act_calls;
+    /* rows whose coin says "explore" take uniform random actions per branch */
+    int need_greedy = q != NULL || eps < 1.0f;
+    if (need_greedy) {
+        for (uint32_t r0 = 0; r0 < n; r0 += L->cap_rows) {
+            uint32_t m = n - r0 < L->cap_rows ? n - r0 : L->cap_rows;
+            int32_t rc = L->ops->q_values(L->be, m, obs + (size_t)r0 * lo->S,
+                                          q ? q + (size_t)r0 * lo->KT : NULL, L->greedy);
+            if (rc != FHD_OK)
+                return backend_fail(L, rc, "act");
+            memcpy(actions + (size_t)r0 * D, L->greedy, sizeof(int32_t) * m * D);
+        }
+    }
+    if (explore) {
+        for (uint32_t i = 0; i < n; i++) {
+            const uint32_t k0 = i * (D + 1);
+            fhd__u32x4 coin = fhd__rng_draw(L->cfg.seed, FHD_RNG_STREAM_EXPLORE, event, k0);
+            if (fhd__rng_u01f(coin.v[0]) >= eps)
+                continue;
+            for (uint32_t d = 0; d < D; d++) {
+                fhd__u32x4 r = fhd__rng_draw(L->cfg.seed, FHD_RNG_STREAM_EXPLORE, event, k0 + 1 + d);
+                actions[(size_t)i * D + d] = (int32_t)fhd__rng_below(r.v[0], lo->K[d]);
+            }
+        }
+        L->act_calls++;
+    }
+    return FHD_OK;
+}
+
+int32_t fhd__learner_act(fhd_learner *L, const fhd_act_args *a) {
+    FHD__TRY(check_struct(L, a, offsetof(fhd_act_args, reserved), "act", "args"));
+    if (a->num_obs == 0 || a->num_obs > (1u << 24))
+        return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT, "act: num_obs is %u; allowed: [1, 16777216]",
+                         a->num_obs);
+    if (!a->obs)
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "act: `obs` is NULL");
+    if (!a->actions)
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "act: `actions` is NULL");
+    if (a->explore > 1)
+        return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT, "act: explore is %u; allowed: 0 or 1",
+                         a->explore);
+    FHD__TRY(check_finite(L, a->obs, a->num_obs, L->lo.S, "act", "obs", "observation"));
+    return choose_actions(L, a->num_obs, a->obs, a->actions, a->q_values, (int)a->explore);
+}
+
+/* ---- observe: n-step accumulation ------------------------------------------------------- */
+
+/* Emit the transition starting at entry j (0 = oldest) of env e's ring, ending at next_obs. */
+static void emit(fhd_learner *L, uint32_t e, uint32_t j, const float *next_obs, int terminated,
+                 uint32_t *count) {
+    const uint32_t S = L->lo.S, D = L->lo.D, n = L->n;
+    const uint32_t len = L->st_len[e];
+    const double g = L->cfg.gamma;
+    double ret = 0.0, gk = 1.0;
+    for (uint32_t k = j; k < len; k++) {
+        uint32_t slot = (L->st_head[e] + k) % n;
+        ret += gk * (double)L->st_rew[(size_t)e * n + slot];
+        gk *= g;
+    }
+    const uint32_t slot = (L->st_head[e] + j) % n;
+    const uint32_t o = (*count)++;
+    memcpy(L->em_obs + (size_t)o * S, L->st_obs + ((size_t)e * n + slot) * S, sizeof(float) * S);
+    memcpy(L->em_act + (size_t)o * D, L->st_act + ((size_t)e * n + slot) * D, sizeof(int32_t) * D);
+    memcpy(L->em_next + (size_t)o * S, next_obs, sizeof(float) * S);
+    L->em_ret[o] = (float)ret;
+    L->em_disc[o] = terminated ? 0.0f : (float)gk; /* gamma^m, m = len - j */
+}
+
+/* Validated transitions -> n-step accumulators -> replay. */
+static int32_t ingest(fhd_learner *L, const float *obs, const int32_t *act, const float *rew,
+                      const float *const *next_rows, const uint8_t *term, const uint8_t *trunc) {
+    const uint32_t E = L->E, S = L->lo.S, D = L->lo.D, n = L->n;
+    uint32_t count = 0;
+    for (uint32_t e = 0; e < E; e++) {
+        /* push (s, a, r) */
+        uint32_t slot = (L->st_head[e] + L->st_len[e]) % n;
+        memcpy(L->st_obs + ((size_t)e * n + slot) * S, obs + (size_t)e * S, sizeof(float) * S);
+        memcpy(L->st_act + ((size_t)e * n + slot) * D, act + (size_t)e * D, sizeof(int32_t) * D);
+        L->st_rew[(size_t)e * n + slot] = rew[e];
+        L->st_len[e]++;
+        const int done = term[e] || trunc[e];
+        if (done) { /* flush: every pending start gets its m-step return */
+            for (uint32_t j = 0; j < L->st_len[e]; j++)
+                emit(L, e, j, next_rows[e], term[e], &count);
+            L->st_len[e] = 0;
+            L->st_head[e] = 0;
+        } else if (L->st_len[e] == n) {
+            emit(L, e, 0, next_rows[e], 0, &count);
+            L->st_head[e] = (L->st_head[e] + 1) % n;
+            L->st_len[e]--;
+        }
+        L->ep_return[e] += rew[e];
+        L->ep_len[e]++;
+        if (done) {
+            L->last_episode_return = L->ep_return[e];
+            L->recent[L->recent_pos] = L->ep_return[e];
+            L->recent_pos = (L->recent_pos + 1) % FHD_RECENT_EPISODES;
+            if (L->recent_count < FHD_RECENT_EPISODES)
+                L->recent_count++;
+            L->episodes++;
+            L->ep_return[e] = 0.0;
+            L->ep_len[e] = 0;
+        }
+    }
+    L->env_steps += E;
+    if (count) {
+        int32_t rc = L->ops->replay_add(L->be, count, L->em_obs, L->em_act, L->em_ret, L->em_next,
+                                        L->em_disc);
+        if (rc != FHD_OK)
+            return backend_fail(L, rc, "observe");
+    }
+    return FHD_OK;
+}
+
+int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t) {
+    FHD__TRY(check_struct(L, t, sizeof(fhd_transitions), "observe", "transitions"));
+    if (t->num_envs != L->E)
+        return fhd__fail(L, FHD_ERR_SIZE_MISMATCH,
+                         "observe: num_envs is %u; the config's num_envs is %u", t->num_envs, L->E);
+    const char *names[6] = {"obs", "actions", "rewards", "next_obs", "terminated", "truncated"};
+    const void *ptrs[6] = {t->obs, t->actions, t->rewards, t->next_obs, t->terminated, t->truncated};
+    for (int i = 0; i < 6; i++)
+        if (!ptrs[i])
+            return fhd__fail(L, FHD_ERR_NULL_POINTER, "observe: `%s` is NULL", names[i]);
+    const uint32_t E = L->E, S = L->lo.S;
+    FHD__TRY(check_finite(L, t->obs, E, S, "observe", "obs", "env"));
+    FHD__TRY(check_finite(L, t->next_obs, E, S, "observe", "next_obs", "env"));
+    FHD__TRY(check_finite(L, t->rewards, E, 1, "observe", "rewards", "env"));
+    FHD__TRY(check_actions(L, t->actions, E, "observe", "actions", "env"));
+    FHD__TRY(check_flags(L, t->terminated, E, "observe", "terminated"));
+    FHD__TRY(check_flags(L, t->truncated, E, "observe", "truncated"));
+    const float **rows = malloc(sizeof(float *) * E);
+    if (!rows)
+        return fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "observe: out of memory");
+    for (uint32_t e = 0; e < E; e++)
+        rows[e] = t->next_obs + (size_t)e * S;
+    int32_t rc = ingest(L, t->obs, t->actions, t->rewards, rows, t->terminated, t->truncated);
+    free(rows);
+    return rc;
+}
+
+/* ---- training --------------------------------------------------------------------------- */
+
+static int32_t run_updates(fhd_learner *L, uint32_t n, fhd_train_stats *st) {
+    double t0 = fhd__now();
+    int32_t rc = L->ops->train(L->be, n, st);
+    L->train_seconds += fhd__now() - t0;
+    if (rc != FHD_OK)
+        return backend_fail(L, rc, "train");
+    L->timed_updates += n;
+    return FHD_OK;
+}
+
+static void stats_reset(fhd_train_stats *st) {
+    if (!st)
+        return;
+    uint32_t sz = st->struct_size;
+    fhd_train_stats z = FHD_TRAIN_STATS_INIT;
+    memcpy(st, &z, sz < sizeof z ? sz : sizeof z);
+    st->struct_size = sz;
+}
+
+/* The caller's stats struct may be an older, shorter version: use a full local one. */
+static void stats_out(fhd_train_stats *dst, const fhd_train_stats *src) {
+    if (!dst)
+        return;
+    uint32_t sz = dst->struct_size;
+    memcpy(dst, src, sz < sizeof *src ? sz : sizeof *src);
+    dst->struct_size = sz;
+}
+
+static uint64_t replay_size(fhd_learner *L) {
+    fhd__backend_scalars s;
+    L->ops->get_scalars(L->be, &s);
+    return s.replay_size;
+}
+
+int32_t fhd__learner_train(fhd_learner *L, uint32_t n, fhd_train_stats *st) {
+    if (st)
+        FHD__TRY(check_struct(L, st, offsetof(fhd_train_stats, loss), "train", "stats"));
+    if (n > 1000000)
+        return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT, "train: num_updates is %u; allowed: [0, 1000000]",
+                         n);
+    uint64_t have = replay_size(L);
+    uint64_t need = L->cfg.batch_size;
+    if (have < need)
+        return fhd__fail(L, FHD_ERR_NOT_READY,
+                         "train: the replay holds %llu transitions; batch_size %llu are needed",
+                         (unsigned long long)have, (unsigned long long)need);
+    fhd_train_stats local = FHD_TRAIN_STATS_INIT;
+    stats_reset(st);
+    int32_t rc = n ? run_updates(L, n, &local) : FHD_OK;
+    stats_out(st, &local);
+    return rc;
+}
+
+int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_stats *st) {
+    FHD__TRY(check_struct(L, b, sizeof(fhd_batch), "train_batch", "batch"));
+    if (st)
+        FHD__TRY(check_struct(L, st, offsetof(fhd_train_stats, loss), "train_batch", "stats"));
+    const uint32_t B = L->cfg.batch_size, S = L->lo.S;
+    if (b->batch_size != B)
+        return fhd__fail(L, FHD_ERR_SIZE_MISMATCH,
+                         "train_batch: batch_size is %u; the config's batch_size is %u",
+                         b->batch_size, B);
+    const char *names[5] = {"obs", "actions", "rewards", "next_obs", "terminated"};
+    const void *ptrs[5] = {b->obs, b->actions, b->rewards, b->next_obs, b->terminated};
+    for (int i = 0; i < 5; i++)
+        if (!ptrs[i])
+            return fhd__fail(L, FHD_ERR_NULL_POINTER, "train_batch: `%s` is NULL", names[i]);
+    FHD__TRY(check_finite(L, b->obs, B, S, "train_batch", "obs", "row"));
+    FHD__TRY(check_finite(L, b->next_obs, B, S, "train_batch", "next_obs", "row"));
+    FHD__TRY(check_finite(L, b->rewards, B, 1, "train_batch", "rewards", "row"));
+    FHD__TRY(check_actions(L, b->actions, B, "train_batch", "actions", "row"));
+    FHD__TRY(check_flags(L, b->terminated, B, "train_batch", "terminated"));
+    if (b->discounts) {
+        FHD__TRY(check_finite(L, b->discounts, B, 1, "train_batch", "discounts", "row"));
+        for (uint32_t i = 0; i < B; i++)
+            if (b->discounts[i] < 0.0f || b->discounts[i] > 1.0f)
+                return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
+                                 "train_batch: discounts[%u] = %g; allowed: [0, 1]", i,
+                                 (double)b->discounts[i]);
+    }
+    if (b->weights) {
+        FHD__TRY(check_finite(L, b->weights, B, 1, "train_batch", "weights", "row"));
+        for (uint32_t i = 0; i < B; i++)
+            if (b->weights[i] < 0.0f)
+                return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
+                                 "train_batch: weights[%u] = %g; allowed: >= 0", i,
+                                 (double)b->weights[i]);
+    }
+    for (uint32_t i = 0; i < B; i++) {
+        float g = b->discounts ? b->discounts[i] : (float)L->cfg.gamma;
+        L->tb_disc[i] = b->terminated[i] ? 0.0f : g;
+        L->tb_w[i] = b->weights ? b->weights[i] : 1.0f;
+    }
+    fhd__host_batch hb = {B, b->obs, b->actions, b->rewards, b->next_obs, L->tb_disc, L->tb_w,
+                          b->td_errors, b->targets};
+    fhd_train_stats local = FHD_TRAIN_STATS_INIT;
+    stats_reset(st);
+    double t0 = fhd__now();
+    int32_t rc = L->ops->train_batch(L->be, &hb, &local);
+    L->train_seconds += fhd__now() - t0;
+    if (rc != FHD_OK)
+        return backend_fail(L, rc, "train_batch");
+    L->timed_updates++;
+    stats_out(st, &local);
+    return FHD_OK;
+}
+
+/* ---- step ------------------------------------------------------------------------------- */
+
+int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
+    FHD__TRY(check_struct(L, a, sizeof(fhd_step_args), "step", "args"));
+    if (a->stats)
+        FHD__TRY(check_struct(L, a->stats, offsetof(fhd_train_stats, loss), "step", "stats"));
+    const uint32_t E = L->E, S = L->lo.S;
+    if (a->num_envs != E)
+        return fhd__fail(L, FHD_ERR_SIZE_MISMATCH,
+                         "step: num_envs is %u; the config's num_envs is %u", a->num_envs, E);
+    if (!a->obs)
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "step: `obs` is NULL");
+    if (!a->actions)
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "step: `actions` is NULL");
+    FHD__TRY(check_finite(L, a->obs, E, S, "step", "obs", "env"));
+    const int has_transition = a->rewards != NULL;
+    if (has_transition) {
+        if (!L->have_prev)
+            return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
+                             "step: rewards given but there is no previous step to attach them "
+                             "to; pass rewards = NULL on the first call");
+        if (!a->terminated)
+            return fhd__fail(L, FHD_ERR_NULL_POINTER, "step: `terminated` is NULL");
+        if (!a->truncated)
+            return fhd__fail(L, FHD_ERR_NULL_POINTER, "step: `truncated` is NULL");
+        FHD__TRY(check_finite(L, a->rewards, E, 1, "step", "rewards", "env"));
+        FHD__TRY(check_flags(L, a->terminated, E, "step", "terminated"));
+        FHD__TRY(check_flags(L, a->truncated, E, "step", "truncated"));
+        if (a->final_obs)
+            for (uint32_t e = 0; e < E; e++)
+                if (a->terminated[e] || a->truncated[e])
+                    FHD__TRY(check_finite(L, a->final_obs + (size_t)e * S, 1, S, "step",
+                                          "final_obs", "env"));
+    }
+    fhd_train_stats local = FHD_TRAIN_STATS_INIT;
+    stats_reset(a->stats);
+    if (has_transition) {
+        const float **rows = malloc(sizeof(float *) * E);
+        if (!rows)
+            return fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "step: out of memory");
+        for (uint32_t e = 0; e < E; e++) {
+            const int done = a->terminated[e] || a->truncated[e];
+            rows[e] = (done && a->final_obs ? a->final_obs : a->obs) + (size_t)e * S;
+        }
+        const uint64_t before = L->env_steps;
+        int32_t rc = ingest(L, L->prev_obs, L->prev_act, a->rewards, rows, a->terminated,
+                            a->truncated);
+        free(rows);
+        if (rc != FHD_OK)
+            return rc;
+        /* schedule: gradient_steps updates per train_freq env steps after learning_starts */
+        const uint64_t tf = L->cfg.train_freq, after = L->env_steps;
+        uint64_t rounds = after / tf - before / tf;
+        if (after >= L->cfg.learning_starts && rounds > 0 &&
+            replay_size(L) >= L->cfg.batch_size) {
+            uint64_t n = rounds * L->cfg.gradient_steps;
+            rc = run_updates(L, (uint32_t)n, &local);
+            if (rc != FHD_OK)
+                return rc;
+        }
+    }
+    int32_t rc = choose_actions(L, E, a->obs, a->actions, NULL, 1);
+    if (rc != FHD_OK)
+        return rc;
+    memcpy(L->prev_obs, a->obs, sizeof(float) * E * S);
+    memcpy(L->prev_act, a->actions, sizeof(int32_t) * E * L->lo.D);
+    L->have_prev = 1;
+    stats_out(a->stats, &local);
+    return FHD_OK;
+}
+
+/* ---- tensors ---------------------------------------------------------------------------- */
+
+int32_t fhd__learner_tensor_info(fhd_learner *L, uint32_t i, fhd_tensor_info *info) {
+    FHD__TRY(check_struct(L, info, sizeof(fhd_tensor_info), "tensor_info", "info"));
+    fhd__tensor_ref t;
+    if (fhd__layout_tensor(&L->lo, i, &t) != 0)
+        return fhd__fail(L, FHD_ERR_NOT_FOUND, "tensor_info: index %u is past the last tensor (%u)",
+                         i, fhd__layout_tensor_count(&L->lo));
+    info->rank = t.rank;
+    memset(info->shape, 0, sizeof info->shape);
+    info->shape[0] = t.shape[0];
+    info->shape[1] = t.shape[1];
+    info->count = t.count;
+    snprintf(info->name, sizeof info->name, "%s", t.name);
+    return FHD_OK;
+}
+
+static int32_t find_tensor(fhd_learner *L, const char *fn, const char *name, uint64_t n,
+                           fhd__tensor_ref *t) {
+    if (!name)
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "%s: `name` is NULL", fn);
+    if (fhd__layout_tensor_find(&L->lo, name, t) != 0)
+        return fhd__fail(L, FHD_ERR_NOT_FOUND, "%s: no tensor named \"%s\"", fn, name);
+    if (n != t->count)
+        return fhd__fail(L, FHD_ERR_SIZE_MISMATCH, "%s: \"%s\" has %llu elements; count is %llu",
+                         fn, name, (unsigned long long)t->count, (unsigned long long)n);
+    return FHD_OK;
+}
+
+int32_t fhd__learner_tensor_read(fhd_learner *L, const char *name, float *dst, uint64_t n) {
+    fhd__tensor_ref t;
+    FHD__TRY(find_tensor(L, "tensor_read", name, n, &t));
+    if (!dst)
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "tensor_read: `dst` is NULL");
+    int32_t rc = L->ops->read(L->be, (int)t.buf, t.offset, t.count, dst);
+    return rc == FHD_OK ? FHD_OK : backend_fail(L, rc, "tensor_read");
+}
+
+int32_t fhd__learner_tensor_write(fhd_learner *L, const char *name, const float *src, uint64_t n) {
+    fhd__tensor_ref t;
+    FHD__TRY(find_tensor(L, "tensor_write", name, n, &t));
+    if (!src)
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "tensor_write: `src` is NULL");
+    if (t.buf != FHD_BUF_PARAMS && t.buf != FHD_BUF_SN)
+        return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
+                         "tensor_write: \"%s\" is not writable (online.*, target.*, sn.* are)", name);
+    FHD__TRY(check_finite(L, src, n, 1, "tensor_write", "src", "element"));
+    int32_t rc = L->ops->write(L->be, (int)t.buf, t.offset, t.count, src);
+    return rc == FHD_OK ? FHD_OK : backend_fail(L, rc, "tensor_write");
+}
