@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install everything foxhunt-dqn needs to build, test and train on a fresh Debian machine.
+# Idempotent; installs only what is missing. Needs root (or sudo) for apt-get.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+# Debian packages: toolchain, jansson, OpenBLAS, the Debian python with torch (parity tests
+# use /usr/bin/python3), gnuplot for learning curves, clang for the fuzzers.
+DEB_PACKAGES="build-essential cmake pkg-config libjansson-dev libopenblas-dev python3 python3-numpy
+python3-torch gnuplot-nox clang libclang-rt-14-dev"
+missing=""
+for p in $DEB_PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# PyPI packages for the python binding's tests and the environment trajectories, installed
+# into the default python3 (the one on PATH).
+PY=${PYTHON:-python3}
+if ! $PY -c "import numpy, gymnasium, pytest, safetensors" 2>/dev/null; then
+  echo "setup: installing Python packages for $PY"
+  $PY -m pip install -q --disable-pip-version-check numpy gymnasium pytest safetensors ||
+    $PY -m pip install -q --disable-pip-version-check --break-system-packages numpy gymnasium pytest safetensors
+fi
+echo "setup: ok"
