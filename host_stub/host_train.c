@@ -1,4 +1,4 @@
-/* train, eval and bench are built on the learning functions; until they land they say so. */
+/* host_train.c - `fhd-host train` and `fhd-host eval` (not yet implemented). */
 #include <stdio.h>
 
 #include "host_cmds.h"
@@ -8,11 +8,8 @@ int fhd_cmd_train(int argc, char **argv) {
     fprintf(stderr, "error: fhd-host train is not implemented yet\n");
     return FHD_EXIT_FAILURE;
 }
+
 int fhd_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "error: fhd-host eval is not implemented yet\n");
-    return FHD_EXIT_FAILURE;
-}
-int fhd_cmd_bench(int argc, char **argv) {
-    fprintf(stderr, "error: fhd-host bench is not implemented yet\n");
     return FHD_EXIT_FAILURE;
 }
