@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build foxhunt-dqn with the CUDA module for sm_90 here and gather what a bare GPU machine
+# needs to run it into .device/ (ignored by git): the build outputs and the runtime libraries
+# the core links (jansson, OpenBLAS and its Fortran runtime), which that machine may lack.
+# On the GPU machine:  export LD_LIBRARY_PATH=$PWD/.device/lib:$LD_LIBRARY_PATH
+#                      .device/build/fhd-host info
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-dev}
+cmake -S . -B "$BUILD" -DFHD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
+  ${FHD_CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD" -j"$(nproc)"
+rm -rf .device && mkdir -p .device/lib .device/build
+# the whole build tree (tests, fhd-host, both libraries, manifest.json), without CMake's objects
+tar -C "$BUILD" --exclude='CMakeFiles' --exclude='*.o' -cf - . | tar -C .device/build -xf -
+for lib in libjansson.so.4 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+  src=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
+  [ -n "$src" ] || src=$(find /usr/lib /lib -name "$lib" 2>/dev/null | head -1)
+  [ -n "$src" ] && cp -L "$src" .device/lib/
+done
+du -sh .device | cut -f1 | sed 's/^/.device: /'
