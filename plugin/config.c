@@ -73,7 +73,8 @@ typedef struct key_spec {
 } key_spec;
 
 #define SPEC_S(n, k) {#n, k, offsetof(fhd__config, n), 0, 0},
-#define SPEC_A(n, c, cap) {#n, ST_U32_ARRAY, offsetof(fhd__config, n), offsetof(fhd__config, c), cap},
+#define SPEC_A(n, c, cap)                                                                          \
+    {#n, ST_U32_ARRAY, offsetof(fhd__config, n), offsetof(fhd__config, c), cap},
 static const key_spec specs[] = {CONFIG_KEYS(SPEC_S, SPEC_A)};
 
 #define NAME_S(n, k) #n,
@@ -102,7 +103,9 @@ CONFIG_KEYS(CHECK_S, CHECK_A)
 #define FIELD(cfg, k, T) ((T *)((char *)(cfg) + (k)->offset))
 #define CFIELD(cfg, k, T) ((const T *)((const char *)(cfg) + (k)->offset))
 
-const char *const *fhd__config_keys(void) { return key_names; }
+const char *const *fhd__config_keys(void) {
+    return key_names;
+}
 
 /* ---- the schema, read from the manifest --------------------------------------------------- */
 
@@ -129,17 +132,16 @@ typedef struct schema {
 } schema;
 
 /* snprintf for messages that may be cut at `cap`, which is intended. */
-static void textf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void textf(char *buf, size_t cap, const char *fmt, ...)
-{
+    __attribute__((format(printf, 3, 4)));
+static void textf(char *buf, size_t cap, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, cap, fmt, ap);
     va_end(ap);
 }
 
-static const char *schema_type_of(store_kind kind)
-{
+static const char *schema_type_of(store_kind kind) {
     switch (kind) {
     case ST_INT:
     case ST_U32:
@@ -157,8 +159,7 @@ static const char *schema_type_of(store_kind kind)
     return "";
 }
 
-static int load_rule(const json_t *obj, int is_int, num_rule *r)
-{
+static int load_rule(const json_t *obj, int is_int, num_rule *r) {
     const json_t *mn = json_object_get(obj, "minimum");
     const json_t *mx = json_object_get(obj, "maximum");
     memset(r, 0, sizeof *r);
@@ -182,8 +183,7 @@ static int load_rule(const json_t *obj, int is_int, num_rule *r)
 }
 
 /* Integer fields must have both bounds, inside what their storage holds. */
-static int rule_fits(const num_rule *r, store_kind kind)
-{
+static int rule_fits(const num_rule *r, store_kind kind) {
     json_int_t lo = 0, hi = (json_int_t)UINT32_MAX;
     if (kind == ST_INT) {
         lo = INT_MIN;
@@ -194,8 +194,7 @@ static int rule_fits(const num_rule *r, store_kind kind)
     return r->has_min && r->has_max && r->imin >= lo && r->imax <= hi;
 }
 
-static int load_key(const json_t *entry, const key_spec *k, key_schema *ks, char *msg, size_t cap)
-{
+static int load_key(const json_t *entry, const key_spec *k, key_schema *ks, char *msg, size_t cap) {
     const char *type = json_string_value(json_object_get(entry, "type"));
     int required = json_is_true(json_object_get(entry, "required"));
     memset(ks, 0, sizeof *ks);
@@ -259,19 +258,14 @@ static int load_key(const json_t *entry, const key_spec *k, key_schema *ks, char
     return 0;
 }
 
-static void schema_free(schema *s)
-{
+static void schema_free(schema *s) {
     json_decref(s->manifest);
     s->manifest = NULL;
 }
 
-static int32_t check_value(const schema *s, size_t i, const json_t *v, fhd__config *cfg,
-                           fhd_error *err);
-
 /* Parse the embedded manifest and resolve the schema of every key of the table. The schema must
- * list exactly the keys of the table, and every default must satisfy its own schema. */
-static int32_t schema_load(schema *s, fhd_error *why, char *msg, size_t cap)
-{
+ * list exactly the keys of the table, each with a type that matches its storage. */
+static int32_t schema_load(schema *s, char *msg, size_t cap) {
     json_error_t jerr;
     const json_t *cs, *limits;
     memset(s, 0, sizeof *s);
@@ -279,7 +273,7 @@ static int32_t schema_load(schema *s, fhd_error *why, char *msg, size_t cap)
     if (!s->manifest) {
         snprintf(msg, cap, "line %d: %s", jerr.line, jerr.text);
         return json_error_code(&jerr) == json_error_out_of_memory ? FHD_ERR_OUT_OF_MEMORY
-                                                                   : FHD_ERR_INTERNAL;
+                                                                  : FHD_ERR_INTERNAL;
     }
     cs = json_object_get(s->manifest, "config_schema");
     limits = json_object_get(s->manifest, "limits");
@@ -288,26 +282,19 @@ static int32_t schema_load(schema *s, fhd_error *why, char *msg, size_t cap)
     s->param_count_max = json_integer_value(json_object_get(limits, "parameter_count_max"));
     if (!json_is_object(cs) || json_object_size(cs) != NKEYS || !json_is_array(s->overridable) ||
         s->total_actions_max <= 0 || s->param_count_max <= 0) {
-        snprintf(msg, cap, "config_schema must list the %d keys of the parser; resume_overridable "
-                 "and limits total_actions_max, parameter_count_max are required", (int)NKEYS);
+        snprintf(msg, cap,
+                 "config_schema must list the %d keys of the parser; resume_overridable "
+                 "and limits total_actions_max, parameter_count_max are required",
+                 (int)NKEYS);
         schema_free(s);
         return FHD_ERR_INTERNAL;
     }
     for (size_t i = 0; i < NKEYS; i++) {
         const json_t *entry = json_object_get(cs, specs[i].name);
         char why_key[160] = "is missing";
-        if (!json_is_object(entry) || load_key(entry, &specs[i], &s->keys[i], why_key,
-                                               sizeof why_key) != 0) {
+        if (!json_is_object(entry) ||
+            load_key(entry, &specs[i], &s->keys[i], why_key, sizeof why_key) != 0) {
             snprintf(msg, cap, "config_schema.%s %s", specs[i].name, why_key);
-            schema_free(s);
-            return FHD_ERR_INTERNAL;
-        }
-    }
-    for (size_t i = 0; i < NKEYS; i++) {
-        fhd__config scratch;
-        memset(&scratch, 0, sizeof scratch);
-        if (s->keys[i].def && check_value(s, i, s->keys[i].def, &scratch, why) != FHD_OK) {
-            textf(msg, cap, "the default of %s is invalid: %s", specs[i].name, why->message);
             schema_free(s);
             return FHD_ERR_INTERNAL;
         }
@@ -320,8 +307,7 @@ static int32_t schema_load(schema *s, fhd_error *why, char *msg, size_t cap)
 /* Fill the caller's error struct as far as its struct_size reaches. The message is the path,
  * then the formatted text. */
 static int32_t fail(fhd_error *err, int32_t code, int line, int column, const char *path,
-                    const char *fmt, ...)
-{
+                    const char *fmt, ...) {
     char text[FHD_ERROR_MESSAGE_MAX];
     size_t cap;
     va_list ap;
@@ -346,17 +332,22 @@ static int32_t fail(fhd_error *err, int32_t code, int line, int column, const ch
     return code;
 }
 
-static void clear_error(fhd_error *err) { fail(err, FHD_OK, 0, 0, "", "%s", ""); }
+static void clear_error(fhd_error *err) {
+    fail(err, FHD_OK, 0, 0, "", "%s", "");
+}
 
 /* Shortest decimal form of `d` that reads back exactly, written as Python's repr writes it:
  * fixed notation for exponents -5 < X < 16, else scientific; always with a '.' or an exponent so
  * that it reads back as a real ("1.0", "0.99", "10.0", "1e-08" -> "1e-8"); independent of the C
  * locale's decimal point. */
-static void format_real(double d, char *buf, size_t cap)
-{
+static void format_real(double d, char *buf, size_t cap) {
     char tmp[48], out[48];
     size_t o = 0;
     int prec = 1, exp10;
+    if (d - d != 0.0) { /* NaN and infinities: no JSON form; callers reject them */
+        snprintf(buf, cap, "%s", d != d ? "nan" : d < 0 ? "-inf" : "inf");
+        return;
+    }
     for (; prec < 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*e", prec - 1, d);
         if (strtod(tmp, NULL) == d)
@@ -386,26 +377,24 @@ static void format_real(double d, char *buf, size_t cap)
     snprintf(buf, cap, "%s", out);
 }
 
-static void format_number(const num_rule *r, int which_max, char *buf, size_t cap)
-{
-    if (r->is_int)
-        snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, which_max ? r->imax : r->imin);
-    else
-        format_real(which_max ? r->dmax : r->dmin, buf, cap);
-    if (!r->is_int) {
-        size_t n = strlen(buf); /* bounds read better without a trailing ".0" */
-        if (n > 2 && strcmp(buf + n - 2, ".0") == 0)
-            buf[n - 2] = '\0';
+static void format_bound(const num_rule *r, int upper, char *buf, size_t cap) {
+    size_t n;
+    if (r->is_int) {
+        snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, upper ? r->imax : r->imin);
+        return;
     }
+    format_real(upper ? r->dmax : r->dmin, buf, cap);
+    n = strlen(buf); /* bounds read better without a trailing ".0" */
+    if (n > 2 && strcmp(buf + n - 2, ".0") == 0)
+        buf[n - 2] = '\0';
 }
 
 /* "integer in [1, 65536]", "number in (0, 1]" */
-static void describe_rule(const num_rule *r, char *buf, size_t cap)
-{
+static void describe_rule(const num_rule *r, char *buf, size_t cap) {
     char lo[40], hi[40];
     const char *what = r->is_int ? "integer" : "number";
-    format_number(r, 0, lo, sizeof lo);
-    format_number(r, 1, hi, sizeof hi);
+    format_bound(r, 0, lo, sizeof lo);
+    format_bound(r, 1, hi, sizeof hi);
     if (r->has_min && r->has_max)
         snprintf(buf, cap, "%s in %c%s, %s%c", what, r->min_excl ? '(' : '[', lo, hi,
                  r->max_excl ? ')' : ']');
@@ -418,8 +407,7 @@ static void describe_rule(const num_rule *r, char *buf, size_t cap)
 }
 
 /* What key i allows, for messages. */
-static void describe_key(const schema *s, size_t i, char *buf, size_t cap)
-{
+static void describe_key(const schema *s, size_t i, char *buf, size_t cap) {
     const key_schema *ks = &s->keys[i];
     char rule[96];
     size_t o;
@@ -444,8 +432,7 @@ static void describe_key(const schema *s, size_t i, char *buf, size_t cap)
     }
 }
 
-static const char *json_type_name(const json_t *v)
-{
+static const char *json_type_name(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT:
         return "object";
@@ -467,8 +454,7 @@ static const char *json_type_name(const json_t *v)
 }
 
 /* A number as the user wrote it (integer or real), or a string quoted and shortened. */
-static void format_value(const json_t *v, char *buf, size_t cap)
-{
+static void format_value(const json_t *v, char *buf, size_t cap) {
     if (json_is_integer(v)) {
         snprintf(buf, cap, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
     } else if (json_is_real(v)) {
@@ -487,14 +473,13 @@ static void format_value(const json_t *v, char *buf, size_t cap)
 }
 
 /* Append a key to a JSON path: ".name" for identifiers, else ["...."] with JSON escapes. */
-static void path_append_key(char *path, size_t cap, const char *key, size_t klen)
-{
+static void path_append_key(char *path, size_t cap, const char *key, size_t klen) {
     size_t o = strlen(path);
     int ident = klen > 0 && !(key[0] >= '0' && key[0] <= '9');
     for (size_t i = 0; i < klen && ident; i++) {
         char c = key[i];
-        ident = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '_';
+        ident =
+            (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     }
     if (ident) {
         snprintf(path + o, cap - o, ".%.*s", (int)klen, key);
@@ -517,8 +502,7 @@ static void path_append_key(char *path, size_t cap, const char *key, size_t klen
  * just after a duplicate key or an overflowing number, the path of that key or number. `top`
  * receives the top-level key (or ""). */
 static void locate_path(const char *text, size_t pos, char *path, size_t cap, char *top,
-                        size_t top_cap)
-{
+                        size_t top_cap) {
     enum { MAX_DEPTH = 16, KEY_MAX = 64 };
     struct {
         int is_object, expect_key;
@@ -588,8 +572,7 @@ static void locate_path(const char *text, size_t pos, char *path, size_t cap, ch
 /* ---- checking and storing values ---------------------------------------------------------- */
 
 static int32_t type_error(fhd_error *err, const char *path, const char *expected, const json_t *v,
-                          const char *allowed)
-{
+                          const char *allowed) {
     char got[64];
     if (json_is_real(v) && strcmp(expected, "an integer") == 0) {
         format_value(v, got, sizeof got);
@@ -604,8 +587,7 @@ static int32_t type_error(fhd_error *err, const char *path, const char *expected
 
 /* Check an integer or number against `r`; on success *i or *d receives it. */
 static int32_t check_number(const num_rule *r, const json_t *v, const char *path, json_int_t *i,
-                            double *d, fhd_error *err)
-{
+                            double *d, fhd_error *err) {
     char allowed[96], got[64];
     int below, above;
     describe_rule(r, allowed, sizeof allowed);
@@ -632,8 +614,7 @@ static int32_t check_number(const num_rule *r, const json_t *v, const char *path
 
 /* Check value `v` of key i against its schema and store it into cfg. */
 static int32_t check_value(const schema *s, size_t i, const json_t *v, fhd__config *cfg,
-                           fhd_error *err)
-{
+                           fhd_error *err) {
     const key_spec *k = &specs[i];
     const key_schema *ks = &s->keys[i];
     char path[FHD_ERROR_PATH_MAX], allowed[FHD_ERROR_MESSAGE_MAX / 2], got[64];
@@ -684,8 +665,8 @@ static int32_t check_value(const schema *s, size_t i, const json_t *v, fhd__conf
         if (!json_is_array(v))
             return type_error(err, path, "an array", v, allowed);
         if (n < ks->min_items || n > ks->max_items)
-            return fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path,
-                        "array has %zu items; allowed: %s", n, allowed);
+            return fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path, "array has %zu items; allowed: %s",
+                        n, allowed);
         memset(items, 0, k->capacity * sizeof *items);
         for (size_t e = 0; e < n; e++) {
             char ipath[FHD_ERROR_PATH_MAX];
@@ -705,8 +686,7 @@ static int32_t check_value(const schema *s, size_t i, const json_t *v, fhd__conf
 /* ---- unknown keys --------------------------------------------------------------------------- */
 
 /* Levenshtein distance, for keys up to 64 bytes (longer: a large number). */
-static size_t edit_distance(const char *a, const char *b)
-{
+static size_t edit_distance(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b), row[65];
     if (la > 64 || lb > 64)
         return (size_t)-1;
@@ -730,8 +710,7 @@ static size_t edit_distance(const char *a, const char *b)
 }
 
 /* The known key nearest to `key` when it is close enough to be a likely typo, or NULL. */
-static const char *suggest_key(const char *key)
-{
+static const char *suggest_key(const char *key) {
     size_t len = strlen(key), best = (size_t)-1;
     const char *found = NULL;
     for (size_t i = 0; i < NKEYS; i++) {
@@ -746,8 +725,7 @@ static const char *suggest_key(const char *key)
     return (found && best < len && best <= 1 + len / 4) ? found : NULL;
 }
 
-static int find_key(const char *key)
-{
+static int find_key(const char *key) {
     for (size_t i = 0; i < NKEYS; i++)
         if (strcmp(key, specs[i].name) == 0)
             return (int)i;
@@ -756,15 +734,14 @@ static int find_key(const char *key)
 
 /* ---- consistency ---------------------------------------------------------------------------- */
 
-static int32_t check_consistency(const schema *s, const fhd__config *c, fhd_error *err)
-{
+static int32_t check_consistency(const schema *s, const fhd__config *c, fhd_error *err) {
     char a[40], b[40];
     uint32_t total = fhd__config_total_actions(c);
     uint64_t params;
     if ((json_int_t)total > s->total_actions_max)
         return fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.actions",
-                    "the branches have %" PRIu32 " actions in total; allowed: at most %"
-                    JSON_INTEGER_FORMAT " in total",
+                    "the branches have %" PRIu32
+                    " actions in total; allowed: at most %" JSON_INTEGER_FORMAT " in total",
                     total, s->total_actions_max);
     params = fhd__config_param_count(c);
     if (params > (uint64_t)s->param_count_max)
@@ -799,8 +776,7 @@ static int32_t check_consistency(const schema *s, const fhd__config *c, fhd_erro
     return FHD_OK;
 }
 
-uint32_t fhd__config_total_actions(const fhd__config *cfg)
-{
+uint32_t fhd__config_total_actions(const fhd__config *cfg) {
     uint64_t total = 0;
     uint32_t d = cfg->num_branches < FHD_MAX_BRANCHES ? cfg->num_branches : FHD_MAX_BRANCHES;
     for (uint32_t i = 0; i < d; i++)
@@ -808,11 +784,10 @@ uint32_t fhd__config_total_actions(const fhd__config *cfg)
     return total > UINT32_MAX ? UINT32_MAX : (uint32_t)total;
 }
 
-uint64_t fhd__config_param_count(const fhd__config *cfg)
-{
+uint64_t fhd__config_param_count(const fhd__config *cfg) {
     uint64_t total = 0, in = cfg->obs_dim, out;
-    uint32_t layers = cfg->num_hidden < FHD_MAX_HIDDEN_LAYERS ? cfg->num_hidden
-                                                               : FHD_MAX_HIDDEN_LAYERS;
+    uint32_t layers =
+        cfg->num_hidden < FHD_MAX_HIDDEN_LAYERS ? cfg->num_hidden : FHD_MAX_HIDDEN_LAYERS;
     for (uint32_t l = 0; l < layers; l++) {
         out = cfg->hidden[l];
         total += out * in + out;
@@ -826,8 +801,7 @@ uint64_t fhd__config_param_count(const fhd__config *cfg)
 
 /* jansson could not read the text: a syntax error, a duplicate key, or a number too large. */
 static int32_t load_error(const schema *s, const char *json, size_t len, const json_error_t *je,
-                          fhd_error *err)
-{
+                          fhd_error *err) {
     char path[FHD_ERROR_PATH_MAX], top[64], allowed[FHD_ERROR_MESSAGE_MAX / 2];
     int line = je->line > 0 ? je->line : 1, column = je->column > 0 ? je->column : 1;
     size_t pos = je->position > 0 ? (size_t)je->position : 0;
@@ -858,8 +832,7 @@ static int32_t load_error(const schema *s, const char *json, size_t len, const j
     }
 }
 
-static int32_t parse_object(const schema *s, const json_t *root, fhd__config *cfg, fhd_error *err)
-{
+static int32_t parse_object(const schema *s, const json_t *root, fhd__config *cfg, fhd_error *err) {
     unsigned char given[NKEYS] = {0};
     const char *key;
     const json_t *value;
@@ -872,11 +845,14 @@ static int32_t parse_object(const schema *s, const json_t *root, fhd__config *cf
                     "config_schema in manifest.json",
                     json_type_name(root));
     for (size_t i = 0; i < NKEYS; i++) {
-        if (s->keys[i].def && (rc = check_value(s, i, s->keys[i].def, cfg, err)) != FHD_OK)
-            return rc;
+        fhd_error why = FHD_ERROR_INIT;
+        if (s->keys[i].def && check_value(s, i, s->keys[i].def, cfg, &why) != FHD_OK)
+            return fail(err, FHD_ERR_INTERNAL, 0, 0, "",
+                        "manifest.json embedded in the library is invalid: the default of %s: %s",
+                        specs[i].name, why.message);
     }
     /* jansson keeps the document order, so the first bad key of the text is reported. */
-    json_object_foreach ((json_t *)root, key, value) {
+    json_object_foreach((json_t *)root, key, value) {
         int i = find_key(key);
         if (i < 0) {
             const char *near = suggest_key(key);
@@ -904,23 +880,20 @@ static int32_t parse_object(const schema *s, const json_t *root, fhd__config *cf
     return check_consistency(s, cfg, err);
 }
 
-int32_t fhd__config_parse(const char *json, size_t len, fhd__config *cfg, fhd_error *err)
-{
+int32_t fhd__config_parse(const char *json, size_t len, fhd__config *cfg, fhd_error *err) {
     schema s;
     fhd__config out;
     json_error_t je;
     json_t *root;
-    fhd_error scratch = FHD_ERROR_INIT;
     char msg[FHD_ERROR_MESSAGE_MAX];
     int32_t rc;
 
     if (json == NULL || cfg == NULL)
         return fail(err, FHD_ERR_NULL_POINTER, 0, 0, "", "%s is NULL",
                     json == NULL ? "the config text" : "the config output");
-    rc = schema_load(&s, &scratch, msg, sizeof msg);
+    rc = schema_load(&s, msg, sizeof msg);
     if (rc != FHD_OK)
-        return fail(err, rc, 0, 0, "", "manifest.json embedded in the library is invalid: %s",
-                    msg);
+        return fail(err, rc, 0, 0, "", "manifest.json embedded in the library is invalid: %s", msg);
     root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (root == NULL) {
         rc = load_error(&s, json, len, &je, err);
@@ -940,8 +913,7 @@ int32_t fhd__config_parse(const char *json, size_t len, fhd__config *cfg, fhd_er
 
 /* ---- serialise and compare ------------------------------------------------------------------ */
 
-static int key_equal(const key_spec *k, const fhd__config *a, const fhd__config *b)
-{
+static int key_equal(const key_spec *k, const fhd__config *a, const fhd__config *b) {
     switch (k->kind) {
     case ST_INT:
     case ST_BOOL:
@@ -966,13 +938,11 @@ static int key_equal(const key_spec *k, const fhd__config *a, const fhd__config 
     return 0;
 }
 
-int fhd__config_equal(const fhd__config *a, const fhd__config *b)
-{
+int fhd__config_equal(const fhd__config *a, const fhd__config *b) {
     return fhd__config_first_difference(a, b, 1) == NULL;
 }
 
-static int listed(const json_t *list, const char *name)
-{
+static int listed(const json_t *list, const char *name) {
     for (size_t i = 0; i < json_array_size(list); i++)
         if (json_is_string(json_array_get(list, i)) &&
             strcmp(json_string_value(json_array_get(list, i)), name) == 0)
@@ -981,8 +951,7 @@ static int listed(const json_t *list, const char *name)
 }
 
 const char *fhd__config_first_difference(const fhd__config *a, const fhd__config *b,
-                                         int include_overridable)
-{
+                                         int include_overridable) {
     json_t *manifest = NULL;
     const json_t *overridable = NULL;
     const char *found = NULL;
@@ -1006,8 +975,7 @@ typedef struct text {
     int failed;
 } text;
 
-static void put(text *t, const char *fmt, ...)
-{
+static void put(text *t, const char *fmt, ...) {
     va_list ap;
     int n;
     if (t->failed)
@@ -1021,21 +989,18 @@ static void put(text *t, const char *fmt, ...)
         t->len += (size_t)n;
 }
 
-static int by_name(const void *x, const void *y)
-{
+static int by_name(const void *x, const void *y) {
     return strcmp(specs[*(const size_t *)x].name, specs[*(const size_t *)y].name);
 }
 
-char *fhd__config_to_json(const fhd__config *cfg)
-{
+char *fhd__config_to_json(const fhd__config *cfg) {
     enum { CAP = 8192 }; /* 38 keys and 72 array entries need about 1.5 KB */
     schema s;
-    fhd_error scratch = FHD_ERROR_INIT;
     char msg[FHD_ERROR_MESSAGE_MAX], num[40];
     size_t order[NKEYS];
     text t = {NULL, 0, CAP, 0};
 
-    if (cfg == NULL || schema_load(&s, &scratch, msg, sizeof msg) != FHD_OK)
+    if (cfg == NULL || schema_load(&s, msg, sizeof msg) != FHD_OK)
         return NULL;
     t.p = malloc(CAP);
     if (t.p == NULL) {

@@ -28,45 +28,45 @@ typedef struct fhd__config {
     uint64_t seed;
 
     /* spaces and network */
-    uint32_t obs_dim;                        /* S */
-    uint32_t num_branches;                   /* D = length of "actions" */
-    uint32_t actions[FHD_MAX_BRANCHES];      /* K_d */
-    uint32_t num_hidden;                     /* L = length of "hidden" */
-    uint32_t hidden[FHD_MAX_HIDDEN_LAYERS];  /* H_l */
+    uint32_t obs_dim;                       /* S */
+    uint32_t num_branches;                  /* D = length of "actions" */
+    uint32_t actions[FHD_MAX_BRANCHES];     /* K_d */
+    uint32_t num_hidden;                    /* L = length of "hidden" */
+    uint32_t hidden[FHD_MAX_HIDDEN_LAYERS]; /* H_l */
     int dueling;
-    int spectral_norm;                       /* fhd__sn_mode */
+    int spectral_norm; /* fhd__sn_mode */
 
     /* learning */
     int double_dqn;
     double gamma;
     uint32_t n_step;
-    int loss;                                /* fhd__loss_kind */
+    int loss; /* fhd__loss_kind */
     double huber_delta;
     double cql_alpha;
-    int optimizer;                           /* fhd__opt_kind */
+    int optimizer; /* fhd__opt_kind */
     double lr;
     double adam_beta1, adam_beta2, adam_eps;
     double weight_decay;
-    double max_grad_norm;                    /* 0 disables clipping */
-    uint64_t target_update_interval;         /* updates between target updates */
-    double tau;                              /* 1 = hard copy, < 1 = Polyak */
+    double max_grad_norm;            /* 0 disables clipping */
+    uint64_t target_update_interval; /* updates between target updates */
+    double tau;                      /* 1 = hard copy, < 1 = Polyak */
 
     /* schedule */
     uint32_t batch_size;
-    uint64_t learning_starts;                /* env steps before training starts */
-    uint32_t train_freq;                     /* env steps between training rounds */
-    uint32_t gradient_steps;                 /* updates per training round */
+    uint64_t learning_starts; /* env steps before training starts */
+    uint32_t train_freq;      /* env steps between training rounds */
+    uint32_t gradient_steps;  /* updates per training round */
     uint32_t num_envs;
 
     /* replay */
     uint32_t replay_capacity;
-    int replay;                              /* fhd__replay_kind */
+    int replay; /* fhd__replay_kind */
     double per_alpha, per_beta0, per_eps;
-    uint64_t per_beta_steps;                 /* updates over which beta anneals to 1 */
+    uint64_t per_beta_steps; /* updates over which beta anneals to 1 */
 
     /* exploration */
     double epsilon_start, epsilon_end;
-    uint64_t epsilon_decay_steps;            /* env steps */
+    uint64_t epsilon_decay_steps; /* env steps */
 } fhd__config;
 
 /* Parse `json` (len bytes, need not be NUL-terminated) into `cfg`: the manifest's defaults,

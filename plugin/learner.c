@@ -128,9 +128,10 @@ static int alloc_all(fhd_learner *L) {
     L->greedy = calloc((size_t)L->cap_rows * D, sizeof(int32_t));
     L->tb_disc = calloc(B, sizeof(float));
     L->tb_w = calloc(B, sizeof(float));
+    L->next_rows = calloc(E, sizeof(float *));
     return L->st_obs && L->st_act && L->st_rew && L->st_head && L->st_len && L->em_obs &&
            L->em_next && L->em_ret && L->em_disc && L->em_act && L->prev_obs && L->prev_act &&
-           L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w;
+           L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w && L->next_rows;
 }
 
 static void free_all(fhd_learner *L) {
@@ -151,6 +152,7 @@ static void free_all(fhd_learner *L) {
     free(L->greedy);
     free(L->tb_disc);
     free(L->tb_w);
+    free((void *)L->next_rows);
 }
 
 void fhd__learner_destroy(fhd_learner *L) {
@@ -369,14 +371,9 @@ int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t) {
     FHD__TRY(check_actions(L, t->actions, E, "observe", "actions", "env"));
     FHD__TRY(check_flags(L, t->terminated, E, "observe", "terminated"));
     FHD__TRY(check_flags(L, t->truncated, E, "observe", "truncated"));
-    const float **rows = malloc(sizeof(float *) * E);
-    if (!rows)
-        return fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "observe: out of memory");
     for (uint32_t e = 0; e < E; e++)
-        rows[e] = t->next_obs + (size_t)e * S;
-    int32_t rc = ingest(L, t->obs, t->actions, t->rewards, rows, t->terminated, t->truncated);
-    free(rows);
-    return rc;
+        L->next_rows[e] = t->next_obs + (size_t)e * S;
+    return ingest(L, t->obs, t->actions, t->rewards, L->next_rows, t->terminated, t->truncated);
 }
 
 /* ---- training --------------------------------------------------------------------------- */
@@ -525,17 +522,13 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
     fhd_train_stats local = FHD_TRAIN_STATS_INIT;
     stats_reset(a->stats);
     if (has_transition) {
-        const float **rows = malloc(sizeof(float *) * E);
-        if (!rows)
-            return fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "step: out of memory");
         for (uint32_t e = 0; e < E; e++) {
             const int done = a->terminated[e] || a->truncated[e];
-            rows[e] = (done && a->final_obs ? a->final_obs : a->obs) + (size_t)e * S;
+            L->next_rows[e] = (done && a->final_obs ? a->final_obs : a->obs) + (size_t)e * S;
         }
         const uint64_t before = L->env_steps;
-        int32_t rc = ingest(L, L->prev_obs, L->prev_act, a->rewards, rows, a->terminated,
+        int32_t rc = ingest(L, L->prev_obs, L->prev_act, a->rewards, L->next_rows, a->terminated,
                             a->truncated);
-        free(rows);
         if (rc != FHD_OK)
             return rc;
         /* schedule: gradient_steps updates per train_freq env steps after learning_starts */

@@ -51,6 +51,7 @@ struct fhd_learner {
 
     /* scratch */
     int32_t *greedy;   /* (cap_rows, D) */
+    const float **next_rows; /* (E) bootstrap observation of each env's transition */
     float *tb_disc, *tb_w; /* (B) */
     uint32_t cap_rows;
 

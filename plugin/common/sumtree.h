@@ -64,12 +64,9 @@ FHD_HOSTDEV uint32_t fhd__sumtree_descend(const uint64_t *nodes, uint32_t leaves
     uint32_t i = 1;
     while (i < leaves) {
         uint64_t left = nodes[2 * i];
-        if (target < left) {
-            i = 2 * i;
-        } else {
-            target -= left;
-            i = 2 * i + 1;
-        }
+        uint32_t right = target >= left; /* branch-free: the path is random */
+        target -= right ? left : 0;
+        i = 2 * i + right;
     }
     return i - leaves;
 }
