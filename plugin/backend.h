@@ -107,6 +107,10 @@ typedef struct fhd__backend_ops {
 
     /* Latest completed update statistics; never blocks the training pipeline. */
     int32_t (*latest_stats)(fhd__backend *b, fhd__update_stats *out);
+
+    /* (optional) Check internal invariants (sum tree sums, ring position, running max
+     * priority); FHD_OK or FHD_ERR_INTERNAL with the first violation in msg. For tests. */
+    int32_t (*check_invariants)(fhd__backend *b, char *msg, size_t msg_cap);
 } fhd__backend_ops;
 
 /* The CPU reference backend (plugin/cpu). */

@@ -485,6 +485,8 @@ static void path_append_key(char *path, size_t cap, const char *key, size_t klen
         snprintf(path + o, cap - o, ".%.*s", (int)klen, key);
         return;
     }
+    if (o + 8 >= cap)
+        return;
     o += (size_t)snprintf(path + o, cap - o, "[\"");
     for (size_t i = 0; i < klen && o + 8 < cap; i++) {
         unsigned char c = (unsigned char)key[i];

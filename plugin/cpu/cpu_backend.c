@@ -492,6 +492,31 @@ static int32_t cpu_latest_stats(fhd__backend *b, fhd__update_stats *out) {
     return FHD_OK;
 }
 
+static int32_t cpu_check_invariants(fhd__backend *b, char *msg, size_t cap) {
+    if (b->pos >= b->capacity || b->size > b->capacity ||
+        (b->size < b->capacity && b->pos != b->size)) {
+        snprintf(msg, cap, "ring: pos %llu size %llu capacity %u", (unsigned long long)b->pos,
+                 (unsigned long long)b->size, b->capacity);
+        return FHD_ERR_INTERNAL;
+    }
+    if (b->cfg.replay != FHD_REPLAY_PRIORITIZED)
+        return FHD_OK;
+    if (fhd__sumtree_check(&b->tree) != 0) {
+        snprintf(msg, cap, "sum tree: an internal node differs from the sum of its children");
+        return FHD_ERR_INTERNAL;
+    }
+    for (uint32_t i = 0; i < b->capacity; i++) {
+        uint64_t q = fhd__sumtree_get(&b->tree, i);
+        if ((i < b->size) != (q != 0) || q > b->max_q) {
+            snprintf(msg, cap, "sum tree: slot %u holds %llu (size %llu, running max %llu)", i,
+                     (unsigned long long)q, (unsigned long long)b->size,
+                     (unsigned long long)b->max_q);
+            return FHD_ERR_INTERNAL;
+        }
+    }
+    return FHD_OK;
+}
+
 const fhd__backend_ops fhd__cpu_backend_ops = {
     FHD_BACKEND_OPS_VERSION,
     "cpu",
@@ -508,4 +533,5 @@ const fhd__backend_ops fhd__cpu_backend_ops = {
     cpu_get_scalars,
     cpu_set_scalars,
     cpu_latest_stats,
+    cpu_check_invariants,
 };
