@@ -47,8 +47,7 @@ enum {
 
 /* High 64 bits of the 128-bit product a * b. Device: __umul64hi; host: unsigned __int128 where
  * the compiler has it (define FHD_PHILOX_NO_INT128 to force the portable path, for testing). */
-FHD_HOSTDEV uint64_t fhd__mulhi64(uint64_t a, uint64_t b)
-{
+FHD_HOSTDEV uint64_t fhd__mulhi64(uint64_t a, uint64_t b) {
 #if defined(__CUDA_ARCH__)
     return __umul64hi(a, b);
 #elif defined(__SIZEOF_INT128__) && !defined(FHD_PHILOX_NO_INT128)
@@ -65,8 +64,7 @@ FHD_HOSTDEV uint64_t fhd__mulhi64(uint64_t a, uint64_t b)
 }
 
 /* One Philox round: two 32x32 -> 64 multiplies, then a Feistel-like mix with the key. */
-FHD_HOSTDEV fhd__u32x4 fhd__philox4x32_round(fhd__u32x4 c, uint32_t key0, uint32_t key1)
-{
+FHD_HOSTDEV fhd__u32x4 fhd__philox4x32_round(fhd__u32x4 c, uint32_t key0, uint32_t key1) {
     uint64_t p0 = (uint64_t)FHD_PHILOX_M0 * c.v[0];
     uint64_t p1 = (uint64_t)FHD_PHILOX_M1 * c.v[2];
     fhd__u32x4 o;
@@ -78,8 +76,7 @@ FHD_HOSTDEV fhd__u32x4 fhd__philox4x32_round(fhd__u32x4 c, uint32_t key0, uint32
 }
 
 /* Philox4x32 with 10 rounds; the key is bumped by (W0, W1) between rounds. */
-FHD_HOSTDEV fhd__u32x4 fhd__philox4x32_10(fhd__u32x4 ctr, uint32_t key0, uint32_t key1)
-{
+FHD_HOSTDEV fhd__u32x4 fhd__philox4x32_10(fhd__u32x4 ctr, uint32_t key0, uint32_t key1) {
     int r;
     for (r = 0; r < 10; ++r) {
         if (r > 0) {
@@ -92,8 +89,7 @@ FHD_HOSTDEV fhd__u32x4 fhd__philox4x32_10(fhd__u32x4 ctr, uint32_t key0, uint32_
 }
 
 /* The project's draw: key = (lo32(seed), hi32(seed)), counter = (lo32(n), hi32(n), k, stream). */
-FHD_HOSTDEV fhd__u32x4 fhd__rng_draw(uint64_t seed, uint32_t stream, uint64_t n, uint32_t k)
-{
+FHD_HOSTDEV fhd__u32x4 fhd__rng_draw(uint64_t seed, uint32_t stream, uint64_t n, uint32_t k) {
     fhd__u32x4 c;
     c.v[0] = (uint32_t)n;
     c.v[1] = (uint32_t)(n >> 32);
@@ -103,35 +99,30 @@ FHD_HOSTDEV fhd__u32x4 fhd__rng_draw(uint64_t seed, uint32_t stream, uint64_t n,
 }
 
 /* 64 random bits from one draw: v[0] is the high word, v[1] the low word (v[2], v[3] unused). */
-FHD_HOSTDEV uint64_t fhd__rng_u64(uint64_t seed, uint32_t stream, uint64_t n, uint32_t k)
-{
+FHD_HOSTDEV uint64_t fhd__rng_u64(uint64_t seed, uint32_t stream, uint64_t n, uint32_t k) {
     fhd__u32x4 x = fhd__rng_draw(seed, stream, n, k);
     return (uint64_t)x.v[0] << 32 | x.v[1];
 }
 
 /* Uniform float in [0, 1) on a 2^-24 grid: (x >> 8) * 2^-24. Exact (24-bit integer). */
-FHD_HOSTDEV float fhd__rng_u01f(uint32_t x)
-{
+FHD_HOSTDEV float fhd__rng_u01f(uint32_t x) {
     return (float)(x >> 8) * (1.0f / 16777216.0f);
 }
 
 /* Uniform double in [0, 1) on a 2^-53 grid: the top 53 bits of (hi:lo) times 2^-53. Exact. */
-FHD_HOSTDEV double fhd__rng_u01d(uint32_t hi, uint32_t lo)
-{
+FHD_HOSTDEV double fhd__rng_u01d(uint32_t hi, uint32_t lo) {
     uint64_t m = ((uint64_t)hi << 32 | lo) >> 11;
     return (double)m * (1.0 / 9007199254740992.0);
 }
 
 /* Integer in [0, n) by multiply-shift: (x * n) >> 32. Bias <= n / 2^32 per value; n == 0 gives
  * 0. */
-FHD_HOSTDEV uint32_t fhd__rng_below(uint32_t x, uint32_t n)
-{
+FHD_HOSTDEV uint32_t fhd__rng_below(uint32_t x, uint32_t n) {
     return (uint32_t)(((uint64_t)x * n) >> 32);
 }
 
 /* Integer in [0, n) by 64-bit multiply-shift: high 64 bits of r * n. n == 0 gives 0. */
-FHD_HOSTDEV uint64_t fhd__rng_below64(uint64_t r, uint64_t n)
-{
+FHD_HOSTDEV uint64_t fhd__rng_below64(uint64_t r, uint64_t n) {
     return fhd__mulhi64(r, n);
 }
 

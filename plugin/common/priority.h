@@ -68,7 +68,7 @@
 #define FHD_DADD(a, b) ((a) + (b))
 #define FHD_DSUB(a, b) ((a) - (b))
 #define FHD_DDIV(a, b) ((a) / (b))
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(__FP_FAST_FMA) && !defined(__FMA__) && \
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__FP_FAST_FMA) && !defined(__FMA__) &&  \
     !defined(__FMA4__) && !defined(__AVX512F__)
 /* No fused multiply-add instruction on the target: the compiler cannot contract. */
 #define FHD_DMUL(a, b) ((a) * (b))
@@ -76,8 +76,7 @@
 /* The target may have an FMA, and GNU modes or clang's -ffp-contract=fast contract across
  * statements and ignore the pragma: the product is rounded into memory, so no later addition
  * can fuse with it. */
-FHD_HOSTDEV double fhd__dmul_nofma(double a, double b)
-{
+FHD_HOSTDEV double fhd__dmul_nofma(double a, double b) {
     volatile double r = a * b;
     return r;
 }
@@ -87,8 +86,7 @@ FHD_HOSTDEV double fhd__dmul_nofma(double a, double b)
 
 /* ---- bit access ----------------------------------------------------------------------------- */
 
-FHD_HOSTDEV uint64_t fhd__f64_bits(double x)
-{
+FHD_HOSTDEV uint64_t fhd__f64_bits(double x) {
 #if defined(__CUDA_ARCH__)
     return (uint64_t)__double_as_longlong(x);
 #else
@@ -98,8 +96,7 @@ FHD_HOSTDEV uint64_t fhd__f64_bits(double x)
 #endif
 }
 
-FHD_HOSTDEV double fhd__f64_from_bits(uint64_t u)
-{
+FHD_HOSTDEV double fhd__f64_from_bits(uint64_t u) {
 #if defined(__CUDA_ARCH__)
     return __longlong_as_double((long long)u);
 #else
@@ -110,8 +107,7 @@ FHD_HOSTDEV double fhd__f64_from_bits(uint64_t u)
 }
 
 /* 2^n for n in [-1022, 1023], built from the exponent field. */
-FHD_HOSTDEV double fhd__pow2i(int n)
-{
+FHD_HOSTDEV double fhd__pow2i(int n) {
     return fhd__f64_from_bits((uint64_t)(n + 1023) << 52);
 }
 
@@ -120,8 +116,7 @@ FHD_HOSTDEV double fhd__pow2i(int n)
 /* log2(x) for finite x > 0. x = 2^e * m with m in (sqrt(1/2), sqrt(2)]; ln m = 2 atanh(s) with
  * s = (m - 1) / (m + 1), |s| <= 0.1716, summed as s * sum_{k=0..11} s^(2k) / (2k + 1) (the first
  * omitted term is < 1e-18 relative). Absolute error ~(|e| + 1) * 1e-16. */
-FHD_HOSTDEV double fhd__det_log2(double x)
-{
+FHD_HOSTDEV double fhd__det_log2(double x) {
     FHD_FP_NO_CONTRACT
     uint64_t u = fhd__f64_bits(x);
     int e = (int)((u >> 52) & 0x7FF);
@@ -138,7 +133,7 @@ FHD_HOSTDEV double fhd__det_log2(double x)
     }
     s = FHD_DDIV(FHD_DSUB(m, 1.0), FHD_DADD(m, 1.0)); /* m - 1 is exact (Sterbenz) */
     z = FHD_DMUL(s, s);
-    p = 0.043478260869565216; /* 1/23 */
+    p = 0.043478260869565216;                           /* 1/23 */
     p = FHD_DADD(FHD_DMUL(p, z), 0.047619047619047616); /* 1/21 */
     p = FHD_DADD(FHD_DMUL(p, z), 0.05263157894736842);  /* 1/19 */
     p = FHD_DADD(FHD_DMUL(p, z), 0.058823529411764705); /* 1/17 */
@@ -157,8 +152,7 @@ FHD_HOSTDEV double fhd__det_log2(double x)
 /* 2^t for any t (NaN -> NaN). t = k + f, k = nearest integer, |f| <= 1/2;
  * 2^f = sum_{j=0..14} (f ln 2)^j / j! (first omitted term < 1e-19), then scaled by 2^k with at
  * most one rounding (only for subnormal results). */
-FHD_HOSTDEV double fhd__det_exp2(double t)
-{
+FHD_HOSTDEV double fhd__det_exp2(double t) {
     FHD_FP_NO_CONTRACT
     const double round_magic = 6755399441055744.0; /* 1.5 * 2^52: adding it rounds to integer */
     double k, f, r;
@@ -175,7 +169,7 @@ FHD_HOSTDEV double fhd__det_exp2(double t)
     k = FHD_DSUB(FHD_DADD(t, round_magic), round_magic);
     f = FHD_DSUB(t, k); /* exact */
     ki = (int)k;
-    r = 6.778726354822545e-14;                       /* ln2^14 / 14! */
+    r = 6.778726354822545e-14;                            /* ln2^14 / 14! */
     r = FHD_DADD(FHD_DMUL(r, f), 1.3691488853904128e-12); /* ln2^13 / 13! */
     r = FHD_DADD(FHD_DMUL(r, f), 2.5678435993488206e-11); /* ln2^12 / 12! */
     r = FHD_DADD(FHD_DMUL(r, f), 4.4455382718708116e-10); /* ln2^11 / 11! */
@@ -204,8 +198,7 @@ FHD_HOSTDEV double fhd__det_exp2(double t)
  * y in [0, 1] (PER's alpha); other inputs follow pow's conventions where it is cheap:
  * y == 0 -> 1 (even for NaN x), x == 1 -> 1, y == 1 -> x, x == 0 -> 0 (y > 0) or +inf (y < 0),
  * x == +inf -> +inf (y > 0) or 0 (y < 0), x < 0 or NaN -> NaN. */
-FHD_HOSTDEV double fhd__det_pow(double x, double y)
-{
+FHD_HOSTDEV double fhd__det_pow(double x, double y) {
     FHD_FP_NO_CONTRACT
     const double inf = fhd__f64_from_bits(UINT64_C(0x7FF0000000000000));
     if (y == 0.0 || x == 1.0) {
@@ -234,8 +227,7 @@ FHD_HOSTDEV double fhd__det_pow(double x, double y)
 /* p >= 0 -> q = round_half_up(p * 2^24) clamped to [1, FHD_PRIO_MAX_Q]. p <= 0 (and -0) -> 1;
  * p = +inf -> FHD_PRIO_MAX_Q. NaN must be rejected by the caller; if it arrives anyway it maps
  * to FHD_PRIO_MAX_Q, so the offending transition is replayed soon rather than never. */
-FHD_HOSTDEV uint64_t fhd__prio_quantize(double p)
-{
+FHD_HOSTDEV uint64_t fhd__prio_quantize(double p) {
     FHD_FP_NO_CONTRACT
     double v, frac;
     uint64_t q;
@@ -245,12 +237,12 @@ FHD_HOSTDEV uint64_t fhd__prio_quantize(double p)
     if (!(p > 0.0)) {
         return 1;
     }
-    v = FHD_DMUL(p, 16777216.0); /* * 2^24: exact unless it overflows to +inf */
+    v = FHD_DMUL(p, 16777216.0);       /* * 2^24: exact unless it overflows to +inf */
     if (v >= (double)FHD_PRIO_MAX_Q) { /* 2^38 - 1 is exact in a double */
         return FHD_PRIO_MAX_Q;
     }
-    q = (uint64_t)v;                       /* truncation, v < 2^38 */
-    frac = FHD_DSUB(v, (double)q);         /* exact */
+    q = (uint64_t)v;               /* truncation, v < 2^38 */
+    frac = FHD_DSUB(v, (double)q); /* exact */
     if (frac >= 0.5) {
         q += 1; /* q <= 2^38 - 1 still */
     }
@@ -258,8 +250,7 @@ FHD_HOSTDEV uint64_t fhd__prio_quantize(double p)
 }
 
 /* q * 2^-24 (exact for q < 2^53). */
-FHD_HOSTDEV double fhd__prio_dequantize(uint64_t q)
-{
+FHD_HOSTDEV double fhd__prio_dequantize(uint64_t q) {
     FHD_FP_NO_CONTRACT
     return FHD_DMUL((double)q, 1.0 / 16777216.0);
 }
@@ -268,8 +259,7 @@ FHD_HOSTDEV double fhd__prio_dequantize(uint64_t q)
  * Preconditions: abs_td finite (a negative value is taken by magnitude), eps >= 0,
  * alpha in [0, 1]. A NaN anywhere gives FHD_PRIO_MAX_Q (alpha NaN too); abs_td = +inf gives
  * FHD_PRIO_MAX_Q for alpha > 0. Non-decreasing in abs_td (tested). */
-FHD_HOSTDEV uint64_t fhd__prio_from_td(float abs_td, float alpha, float eps)
-{
+FHD_HOSTDEV uint64_t fhd__prio_from_td(float abs_td, float alpha, float eps) {
     FHD_FP_NO_CONTRACT
     double a = (double)abs_td, x;
     if (a != a || alpha != alpha || eps != eps) {

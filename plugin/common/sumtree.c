@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int fhd__sumtree_init(fhd__sumtree *t, uint32_t capacity)
-{
+int fhd__sumtree_init(fhd__sumtree *t, uint32_t capacity) {
     uint32_t leaves;
     t->capacity = 0;
     t->leaves = 0;
@@ -24,8 +23,7 @@ int fhd__sumtree_init(fhd__sumtree *t, uint32_t capacity)
     return 0;
 }
 
-void fhd__sumtree_free(fhd__sumtree *t)
-{
+void fhd__sumtree_free(fhd__sumtree *t) {
     if (!t) {
         return;
     }
@@ -35,15 +33,13 @@ void fhd__sumtree_free(fhd__sumtree *t)
     t->leaves = 0;
 }
 
-void fhd__sumtree_clear(fhd__sumtree *t)
-{
+void fhd__sumtree_clear(fhd__sumtree *t) {
     if (t->nodes) {
         memset(t->nodes, 0, 2 * (size_t)t->leaves * sizeof(uint64_t));
     }
 }
 
-void fhd__sumtree_set(fhd__sumtree *t, uint32_t idx, uint64_t q)
-{
+void fhd__sumtree_set(fhd__sumtree *t, uint32_t idx, uint64_t q) {
     uint64_t *nodes = t->nodes;
     uint32_t i;
     assert(idx < t->capacity);
@@ -58,27 +54,23 @@ void fhd__sumtree_set(fhd__sumtree *t, uint32_t idx, uint64_t q)
     }
 }
 
-void fhd__sumtree_set_batch(fhd__sumtree *t, uint32_t n, const uint32_t *idx, const uint64_t *q)
-{
+void fhd__sumtree_set_batch(fhd__sumtree *t, uint32_t n, const uint32_t *idx, const uint64_t *q) {
     uint32_t k;
     for (k = 0; k < n; ++k) {
         fhd__sumtree_set(t, idx[k], q[k]);
     }
 }
 
-uint64_t fhd__sumtree_get(const fhd__sumtree *t, uint32_t idx)
-{
+uint64_t fhd__sumtree_get(const fhd__sumtree *t, uint32_t idx) {
     assert(idx < t->capacity);
     return idx < t->capacity ? t->nodes[t->leaves + idx] : 0;
 }
 
-uint64_t fhd__sumtree_total(const fhd__sumtree *t)
-{
+uint64_t fhd__sumtree_total(const fhd__sumtree *t) {
     return t->nodes ? t->nodes[1] : 0;
 }
 
-uint32_t fhd__sumtree_find(const fhd__sumtree *t, uint64_t target)
-{
+uint32_t fhd__sumtree_find(const fhd__sumtree *t, uint64_t target) {
     uint64_t total = fhd__sumtree_total(t);
     assert(target < total);
     if (total == 0) {
@@ -91,8 +83,7 @@ uint32_t fhd__sumtree_find(const fhd__sumtree *t, uint64_t target)
 }
 
 void fhd__sumtree_sample_stratified(const fhd__sumtree *t, uint32_t B, const uint64_t *r,
-                                    uint32_t *idx)
-{
+                                    uint32_t *idx) {
     uint64_t total = fhd__sumtree_total(t);
     uint32_t j;
     assert(total > 0);
@@ -103,13 +94,11 @@ void fhd__sumtree_sample_stratified(const fhd__sumtree *t, uint32_t B, const uin
         return;
     }
     for (j = 0; j < B; ++j) {
-        idx[j] = fhd__sumtree_descend(t->nodes, t->leaves,
-                                      fhd__stratum_target(total, B, j, r[j]));
+        idx[j] = fhd__sumtree_descend(t->nodes, t->leaves, fhd__stratum_target(total, B, j, r[j]));
     }
 }
 
-int fhd__sumtree_check(const fhd__sumtree *t)
-{
+int fhd__sumtree_check(const fhd__sumtree *t) {
     const uint64_t *nodes = t->nodes;
     uint32_t i;
     if (!nodes || t->leaves != fhd__sumtree_leaf_count(t->capacity)) {
@@ -133,13 +122,11 @@ int fhd__sumtree_check(const fhd__sumtree *t)
     return 0;
 }
 
-const uint64_t *fhd__sumtree_leaf_values(const fhd__sumtree *t)
-{
+const uint64_t *fhd__sumtree_leaf_values(const fhd__sumtree *t) {
     return t->nodes + t->leaves;
 }
 
-int fhd__sumtree_rebuild(fhd__sumtree *t)
-{
+int fhd__sumtree_rebuild(fhd__sumtree *t) {
     uint64_t *nodes = t->nodes;
     uint32_t i;
     int rc = 0;
@@ -160,8 +147,7 @@ int fhd__sumtree_rebuild(fhd__sumtree *t)
     return rc;
 }
 
-int fhd__sumtree_load_leaves(fhd__sumtree *t, uint32_t n, const uint64_t *q)
-{
+int fhd__sumtree_load_leaves(fhd__sumtree *t, uint32_t n, const uint64_t *q) {
     uint64_t *leaf = t->nodes + t->leaves;
     if (n > t->capacity) {
         return -1;

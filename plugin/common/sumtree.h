@@ -27,8 +27,7 @@
 /* ---- pieces shared with CUDA ---------------------------------------------------------------- */
 
 /* Smallest power of two >= capacity (1 for capacity <= 1). capacity <= 2^31. */
-FHD_HOSTDEV uint32_t fhd__sumtree_leaf_count(uint32_t capacity)
-{
+FHD_HOSTDEV uint32_t fhd__sumtree_leaf_count(uint32_t capacity) {
     uint32_t leaves = 1;
     while (leaves < capacity) {
         leaves <<= 1;
@@ -43,14 +42,12 @@ FHD_HOSTDEV uint32_t fhd__sumtree_leaf_count(uint32_t capacity)
  * j T / B = j q + j rem / B with j q <= T and j rem < 2^32 * 2^32 (j <= B, rem < B).
  * Requires 1 <= B, j < B. r: 64 random bits (fhd__rng_u64(seed, FHD_RNG_STREAM_SAMPLE, update,
  * j)). */
-FHD_HOSTDEV uint64_t fhd__stratum_bound(uint64_t total, uint32_t B, uint32_t j)
-{
+FHD_HOSTDEV uint64_t fhd__stratum_bound(uint64_t total, uint32_t B, uint32_t j) {
     uint64_t q = total / B, rem = total % B;
     return (uint64_t)j * q + ((uint64_t)j * rem) / B;
 }
 
-FHD_HOSTDEV uint64_t fhd__stratum_target(uint64_t total, uint32_t B, uint32_t j, uint64_t r)
-{
+FHD_HOSTDEV uint64_t fhd__stratum_target(uint64_t total, uint32_t B, uint32_t j, uint64_t r) {
     uint64_t lo = fhd__stratum_bound(total, B, j);
     uint64_t hi = fhd__stratum_bound(total, B, j + 1);
     return hi > lo ? lo + fhd__rng_below64(r, hi - lo) : lo;
@@ -59,8 +56,7 @@ FHD_HOSTDEV uint64_t fhd__stratum_target(uint64_t total, uint32_t B, uint32_t j,
 /* Descent over a nodes array with the layout above: the leaf j with
  * prefix(j) <= target < prefix(j) + leaf(j). Requires target < nodes[1]; then the leaf is
  * non-zero and j < capacity. (Invariant: target < nodes[i] at every visited node.) */
-FHD_HOSTDEV uint32_t fhd__sumtree_descend(const uint64_t *nodes, uint32_t leaves, uint64_t target)
-{
+FHD_HOSTDEV uint32_t fhd__sumtree_descend(const uint64_t *nodes, uint32_t leaves, uint64_t target) {
     uint32_t i = 1;
     while (i < leaves) {
         uint64_t left = nodes[2 * i];
@@ -92,7 +88,8 @@ void fhd__sumtree_free(fhd__sumtree *t);
 void fhd__sumtree_clear(fhd__sumtree *t);
 
 /* Slot idx < capacity takes value q (0 empties it; q > FHD_PRIO_MAX_Q is clamped to it), and
- * every ancestor is recomputed from its children. O(log leaves). */
+ * every ancestor is recomputed from its children. O(log leaves). idx >= capacity is a caller
+ * bug: asserted, and ignored when asserts are off (likewise for get, which then returns 0). */
 void fhd__sumtree_set(fhd__sumtree *t, uint32_t idx, uint64_t q);
 /* set(idx[i], q[i]) for i = 0 .. n-1 in order: with duplicate indices the last one wins. */
 void fhd__sumtree_set_batch(fhd__sumtree *t, uint32_t n, const uint32_t *idx, const uint64_t *q);
@@ -101,14 +98,14 @@ uint64_t fhd__sumtree_get(const fhd__sumtree *t, uint32_t idx);
 uint64_t fhd__sumtree_total(const fhd__sumtree *t);
 
 /* The slot j with prefix(j) <= target < prefix(j) + get(j); never an empty slot.
- * Requires target < total. (Out of contract: target >= total is clamped to total - 1, and an
- * empty tree returns 0.) */
+ * Requires target < total (asserted; with asserts off, target >= total is clamped to
+ * total - 1 and an empty tree returns 0). */
 uint32_t fhd__sumtree_find(const fhd__sumtree *t, uint64_t target);
 
 /* Stratified sampling of B slots: idx[j] = find(fhd__stratum_target(total, B, j, r[j])),
  * j in [0, B). r: B random 64-bit values, by convention
- * r[j] = fhd__rng_u64(seed, FHD_RNG_STREAM_SAMPLE, update_index, j). Requires total > 0 (an
- * empty tree fills idx with 0) and B >= 1. */
+ * r[j] = fhd__rng_u64(seed, FHD_RNG_STREAM_SAMPLE, update_index, j). Requires total > 0
+ * (asserted; with asserts off an empty tree fills idx with 0). B == 0 does nothing. */
 void fhd__sumtree_sample_stratified(const fhd__sumtree *t, uint32_t B, const uint64_t *r,
                                     uint32_t *idx);
 
