@@ -1,0 +1,266 @@
+/* checkpoint_header.c - writing and checking the JSON header of a checkpoint. */
+#include "checkpoint_header.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_checksum_key(const char *k) {
+    return strncmp(k, FHD_CKPT_CHECKSUM_PREFIX, sizeof FHD_CKPT_CHECKSUM_PREFIX - 1) == 0;
+}
+
+static int by_string(const void *x, const void *y) {
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+int fhd__ck_metadata_crc(const fhd__crc64 *crc, const json_t *meta, uint64_t *out) {
+    size_t n = json_object_size(meta), k = 0;
+    const char **keys = malloc(sizeof(char *) * (n ? n : 1));
+    if (!keys)
+        return -1;
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)meta, key, v) {
+        if (!is_checksum_key(key))
+            keys[k++] = key;
+    }
+    qsort(keys, k, sizeof(char *), by_string);
+    static const unsigned char zero = 0;
+    uint64_t h = 0;
+    for (size_t i = 0; i < k; i++) {
+        const json_t *s = json_object_get(meta, keys[i]);
+        h = fhd__crc64_update(crc, h, keys[i], strlen(keys[i]));
+        h = fhd__crc64_update(crc, h, &zero, 1);
+        h = fhd__crc64_update(crc, h, json_string_value(s), json_string_length(s));
+        h = fhd__crc64_update(crc, h, &zero, 1);
+    }
+    free(keys);
+    *out = h;
+    return 0;
+}
+
+static void hex64(uint64_t v, char out[17]) {
+    snprintf(out, 17, "%016" PRIx64, v);
+}
+
+int fhd__ck_parse_hex64(const char *s, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char ch = s[i];
+        int d;
+        if (ch >= '0' && ch <= '9')
+            d = ch - '0';
+        else if (ch >= 'a' && ch <= 'f')
+            d = ch - 'a' + 10;
+        else
+            return -1;
+        v = (v << 4) | (uint64_t)d;
+    }
+    if (s[16] != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+char *fhd__ck_header_write(const fhd__ck_catalog *c, const json_t *meta, const fhd__crc64 *crc,
+                           int placeholders, size_t *len) {
+    char hex[17];
+    json_t *root = json_object();
+    json_t *m = json_deep_copy(meta);
+    uint64_t mh = 0;
+    int bad = !root || !m || fhd__ck_metadata_crc(crc, meta, &mh) != 0;
+    if (!bad) {
+        hex64(mh, hex);
+        bad |= json_object_set_new(m, FHD_CKPT_CHECKSUM_PREFIX "__metadata__", json_string(hex));
+    }
+    for (uint32_t i = 0; i < c->n && !bad; i++) {
+        const fhd__ck_tensor *t = &c->t[i];
+        char key[128];
+        snprintf(key, sizeof key, FHD_CKPT_CHECKSUM_PREFIX "%s", t->name);
+        hex64(placeholders ? 0 : t->crc, hex);
+        bad |= json_object_set_new(m, key, json_string(hex));
+        json_t *shape = json_array();
+        for (uint32_t d = 0; shape && d < t->rank; d++)
+            bad |= json_array_append_new(shape, json_integer((json_int_t)t->shape[d]));
+        json_t *e =
+            json_pack("{s:s, s:o, s:[I, I]}", "dtype", fhd__ck_dtype_name(t->dtype), "shape", shape,
+                      "data_offsets", (json_int_t)t->begin, (json_int_t)t->end);
+        bad |= !shape || !e || json_object_set_new(root, t->name, e);
+    }
+    if (!bad) {
+        bad |= json_object_set_new(root, "__metadata__", m);
+        m = NULL;
+    }
+    char *text = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    json_decref(m);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text), padded = n + (8 - (8 + n) % 8) % 8;
+    char *out = malloc(padded);
+    if (out) {
+        memcpy(out, text, n);
+        memset(out + n, ' ', padded - n);
+        *len = padded;
+    }
+    free(text);
+    return out;
+}
+
+/* ---- checking ----------------------------------------------------------------------------- */
+
+#define CORRUPT(...) (snprintf(msg, cap, __VA_ARGS__), FHD_ERR_CHECKPOINT_CORRUPT)
+
+int32_t fhd__ck_header_parse(const char *text, size_t len, json_t **root, const json_t **meta,
+                             char *msg, size_t cap) {
+    *root = NULL;
+    if (len == 0 || text[0] != '{')
+        return CORRUPT("the header does not start with '{': not a safetensors file");
+    json_error_t je;
+    json_t *r = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    if (!r)
+        return CORRUPT("the header is not valid JSON (line %d, column %d: %s)", je.line, je.column,
+                       je.text);
+    const json_t *m = json_object_get(r, "__metadata__");
+    if (!json_is_object(r) || !json_is_object(m)) {
+        json_decref(r);
+        return CORRUPT("the header has no \"__metadata__\" map: not a foxhunt-dqn checkpoint");
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)m, key, v) {
+        if (!json_is_string(v)) {
+            int32_t rc = CORRUPT("__metadata__.%s is not a string", key);
+            json_decref(r);
+            return rc;
+        }
+    }
+    *root = r;
+    *meta = m;
+    return FHD_OK;
+}
+
+static void shape_text(const uint64_t *s, uint32_t rank, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (uint32_t d = 0; d < rank && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%" PRIu64, d ? ", " : "", s[d]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+static int get_u64(const json_t *v, uint64_t *out) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return -1;
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+static int32_t check_entry(const json_t *e, fhd__ck_tensor *t, char *msg, size_t cap) {
+    const json_t *dtype = json_object_get(e, "dtype"), *shape = json_object_get(e, "shape");
+    const json_t *offs = json_object_get(e, "data_offsets");
+    if (!json_is_object(e) || json_object_size(e) != 3 || !dtype || !shape || !offs)
+        return CORRUPT("tensor \"%s\": the entry must hold exactly \"dtype\", \"shape\" and "
+                       "\"data_offsets\"",
+                       t->name);
+    if (!json_is_string(dtype) || strcmp(json_string_value(dtype), fhd__ck_dtype_name(t->dtype)))
+        return CORRUPT("tensor \"%s\" has dtype %s; expected %s", t->name,
+                       json_is_string(dtype) ? json_string_value(dtype) : "(not a string)",
+                       fhd__ck_dtype_name(t->dtype));
+    char want[96], got[96] = "(not an array of rank <= 3)";
+    shape_text(t->shape, t->rank, want, sizeof want);
+    uint64_t s[3] = {0, 0, 0};
+    int ok = json_is_array(shape) && json_array_size(shape) <= 3;
+    for (size_t d = 0; ok && d < json_array_size(shape); d++)
+        ok = get_u64(json_array_get(shape, d), &s[d]) == 0;
+    if (ok)
+        shape_text(s, (uint32_t)json_array_size(shape), got, sizeof got);
+    if (!ok || json_array_size(shape) != t->rank || memcmp(s, t->shape, sizeof s) != 0)
+        return CORRUPT("tensor \"%s\" has shape %s; this config needs %s", t->name, got, want);
+    uint64_t b, en;
+    if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+        get_u64(json_array_get(offs, 0), &b) || get_u64(json_array_get(offs, 1), &en) || b > en)
+        return CORRUPT("tensor \"%s\": data_offsets must be [begin, end] with 0 <= begin <= end",
+                       t->name);
+    if (en - b != t->bytes)
+        return CORRUPT("tensor \"%s\": data_offsets [%" PRIu64 ", %" PRIu64 "] span %" PRIu64
+                       " bytes; dtype and shape need %" PRIu64,
+                       t->name, b, en, en - b, t->bytes);
+    t->begin = b;
+    t->end = en;
+    t->seen = 1;
+    return FHD_OK;
+}
+
+static int by_begin(const void *x, const void *y) {
+    const fhd__ck_tensor *a = (const fhd__ck_tensor *)x, *b = (const fhd__ck_tensor *)y;
+    if (a->begin != b->begin)
+        return a->begin < b->begin ? -1 : 1;
+    return a->end < b->end ? -1 : a->end > b->end;
+}
+
+int32_t fhd__ck_header_match(const json_t *root, const json_t *meta, fhd__ck_catalog *c,
+                             uint64_t data_bytes, char *msg, size_t cap) {
+    const char *key;
+    json_t *v;
+    for (uint32_t i = 0; i < c->n; i++)
+        c->t[i].seen = 0;
+    json_object_foreach((json_t *)root, key, v) {
+        if (strcmp(key, "__metadata__") == 0)
+            continue;
+        fhd__ck_tensor *t = fhd__ck_catalog_find(c, key);
+        if (!t)
+            return CORRUPT("unknown tensor \"%s\": not part of a checkpoint of the recorded "
+                           "config",
+                           key);
+        int32_t rc = check_entry(v, t, msg, cap);
+        if (rc != FHD_OK)
+            return rc;
+    }
+    for (uint32_t i = 0; i < c->n; i++)
+        if (!c->t[i].seen)
+            return CORRUPT("tensor \"%s\" is missing", c->t[i].name);
+    /* checksums: one per tensor plus the metadata's, nothing else */
+    json_object_foreach((json_t *)meta, key, v) {
+        if (!is_checksum_key(key))
+            continue;
+        const char *name = key + sizeof FHD_CKPT_CHECKSUM_PREFIX - 1;
+        uint64_t h;
+        if (fhd__ck_parse_hex64(json_string_value(v), &h) != 0)
+            return CORRUPT("__metadata__.%s is not 16 lowercase hex digits", key);
+        if (strcmp(name, "__metadata__") == 0)
+            continue;
+        fhd__ck_tensor *t = fhd__ck_catalog_find(c, name);
+        if (!t)
+            return CORRUPT("__metadata__.%s names no tensor of the checkpoint", key);
+        t->crc = h;
+        t->seen = 2;
+    }
+    for (uint32_t i = 0; i < c->n; i++)
+        if (c->t[i].seen != 2)
+            return CORRUPT("tensor \"%s\" has no checksum (__metadata__.checksum.%s)", c->t[i].name,
+                           c->t[i].name);
+    /* data_offsets: no overlap, contiguous from 0, covering the data section exactly */
+    qsort(c->t, c->n, sizeof(*c->t), by_begin);
+    for (uint32_t i = 1; i < c->n; i++)
+        if (c->t[i].begin < c->t[i - 1].end)
+            return CORRUPT("tensors \"%s\" and \"%s\" overlap in the data section",
+                           c->t[i - 1].name, c->t[i].name);
+    uint64_t at = 0;
+    for (uint32_t i = 0; i < c->n; i++) {
+        const fhd__ck_tensor *t = &c->t[i];
+        if (t->begin != at)
+            return CORRUPT("tensor \"%s\" begins at data offset %" PRIu64 "; the previous tensor "
+                           "ends at %" PRIu64 " (a gap)",
+                           t->name, t->begin, at);
+        at = t->end;
+    }
+    if (at != data_bytes)
+        return CORRUPT("the tensors end at data offset %" PRIu64 " but the data section holds "
+                       "%" PRIu64 " bytes (%s)",
+                       at, data_bytes,
+                       at < data_bytes ? "trailing bytes" : "the file is truncated");
+    return FHD_OK;
+}

@@ -1,0 +1,595 @@
+/* checkpoint_load.c - validate a checkpoint file completely, then apply it to the learner.
+ *
+ * Order (nothing in the learner changes before step 6):
+ *   1. header: file size >= 8, header length in [2, 256 MiB] and inside the file, JSON
+ *      well-formed without duplicate keys, "__metadata__" a string map;
+ *   2. metadata: format name, format version (FHD_ERR_CHECKPOINT_VERSION when unknown),
+ *      library version present, checksum algorithm, includes_replay, the metadata checksum, a
+ *      valid config;
+ *   3. compatibility with the learner: replay requested but absent, architecture fields
+ *      (FHD_ERR_CHECKPOINT_MISMATCH naming the field and both values);
+ *   4. tensors: exactly the catalogue of the recorded config, dtypes, shapes, data_offsets
+ *      contiguous from 0 and covering the data section to the end of the file, checksums
+ *      well-formed;
+ *   5. data: every byte read once, every tensor's CRC-64 compared; value checks that protect
+ *      the learner (action indices, ring positions, priority leaves, counters);
+ *   6. apply: the replay storage is streamed a second time from the still-open file straight
+ *      into the backend (checksums compared again), then everything else is written.
+ * Tensors other than the replay storage are held in memory between 5 and 6; the replay storage
+ * is read in 4 MiB chunks, so a multi-gigabyte buffer needs no copy in memory.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint_header.h"
+#include "checkpoint_io.h"
+#include "checkpoint_state.h"
+#include "learner.h"
+#include "priority.h"
+
+typedef struct load_ctx {
+    fhd_learner *L;
+    const char *path;
+    uint32_t flags;
+    int fd;
+    struct stat st;
+    uint64_t size, hlen, data0; /* file size, header length, file offset of the data */
+    char *header;
+    json_t *root;
+    const json_t *meta;
+    fhd__config cfg; /* recorded in the file */
+    fhd__layout lo;
+    int has_replay, load_replay;
+    fhd__ck_catalog cat;
+    fhd__crc64 *crc;
+    unsigned char *buf; /* FHD_CKPT_CHUNK_BYTES */
+    fhd__ck_scalars sc; /* from the file */
+    /* streamed value checks */
+    int bad_action;
+    uint64_t bad_action_at;
+    int32_t bad_action_value;
+    uint64_t prio_first_zero, prio_nonzero_end, prio_over_at;
+    int prio_over;
+} load_ctx;
+
+static int32_t failf(load_ctx *c, int32_t code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int32_t failf(load_ctx *c, int32_t code, const char *fmt, ...) {
+    char text[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return fhd__fail(c->L, code, "checkpoint_load: %s: %s", c->path, text);
+}
+
+static int32_t io_error(load_ctx *c, const char *what) {
+    int e = errno;
+    if (e == 0)
+        return failf(c, FHD_ERR_IO, "%s: the file ended early (it changed while it was read)",
+                     what);
+    return failf(c, FHD_ERR_IO, "%s: %s", what, strerror(e));
+}
+
+/* ---- 1. header ---------------------------------------------------------------------------- */
+
+static int32_t read_header(load_ctx *c) {
+    c->fd = open(c->path, O_RDONLY | O_CLOEXEC);
+    if (c->fd < 0)
+        return io_error(c, "cannot open the file");
+    if (fstat(c->fd, &c->st) != 0)
+        return io_error(c, "fstat");
+    if (!S_ISREG(c->st.st_mode))
+        return failf(c, FHD_ERR_IO, "not a regular file");
+    c->size = (uint64_t)c->st.st_size;
+    if (c->size < 8)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "the file is %" PRIu64 " bytes; a checkpoint begins with an 8-byte header "
+                     "length",
+                     c->size);
+    unsigned char b[8];
+    if (fhd__pread_all(c->fd, b, 8, 0) != 0)
+        return io_error(c, "reading the header length");
+    c->hlen = 0;
+    for (int i = 7; i >= 0; i--)
+        c->hlen = (c->hlen << 8) | b[i];
+    if (c->hlen < 2 || c->hlen > FHD_CKPT_HEADER_MAX)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "header length %" PRIu64 " is outside [2, %" PRIu64 "] (256 MiB)", c->hlen,
+                     FHD_CKPT_HEADER_MAX);
+    if (c->hlen > c->size - 8)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "header length %" PRIu64 " runs past the end of the file (%" PRIu64
+                     " bytes): the file is truncated or not a checkpoint",
+                     c->hlen, c->size);
+    c->data0 = 8 + c->hlen;
+    c->header = malloc((size_t)c->hlen);
+    if (!c->header)
+        return failf(c, FHD_ERR_OUT_OF_MEMORY, "out of memory for a %" PRIu64 "-byte header",
+                     c->hlen);
+    if (fhd__pread_all(c->fd, c->header, (size_t)c->hlen, 8) != 0)
+        return io_error(c, "reading the header");
+    char msg[512];
+    if (fhd__ck_header_parse(c->header, (size_t)c->hlen, &c->root, &c->meta, msg, sizeof msg))
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "%s", msg);
+    return FHD_OK;
+}
+
+/* ---- 2. metadata -------------------------------------------------------------------------- */
+
+static const char *meta_str(load_ctx *c, const char *key) {
+    return json_string_value(json_object_get(c->meta, key));
+}
+
+static int32_t check_metadata(load_ctx *c) {
+    const char *s = meta_str(c, "format");
+    if (!s || strcmp(s, FHD_CKPT_FORMAT_NAME) != 0)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "not a foxhunt-dqn checkpoint: __metadata__.format is %s%s%s; expected \"%s\"",
+                     s ? "\"" : "", s ? s : "missing", s ? "\"" : "", FHD_CKPT_FORMAT_NAME);
+    s = meta_str(c, "format_version");
+    uint64_t v = 0;
+    size_t n = s ? strlen(s) : 0;
+    int ok = n >= 1 && n <= 9 && !(n > 1 && s[0] == '0');
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = s[i] >= '0' && s[i] <= '9';
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (!ok)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "__metadata__.format_version is %s; expected a decimal version number",
+                     s ? s : "missing");
+    if (v != FHD_CKPT_FORMAT_VERSION)
+        return failf(c, FHD_ERR_CHECKPOINT_VERSION,
+                     "checkpoint format version %" PRIu64 "; this library (%s) reads version %d", v,
+                     FHD_VERSION_STRING, FHD_CKPT_FORMAT_VERSION);
+    s = meta_str(c, "library_version");
+    if (!s || !*s)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "__metadata__.library_version is missing");
+    s = meta_str(c, "checksum_algorithm");
+    if (!s || strcmp(s, FHD_CKPT_CHECKSUM_ALGORITHM) != 0)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "__metadata__.checksum_algorithm is %s; expected \"%s\"", s ? s : "missing",
+                     FHD_CKPT_CHECKSUM_ALGORITHM);
+    /* the metadata checksum covers every metadata value, the config included */
+    uint64_t want, got;
+    s = meta_str(c, FHD_CKPT_CHECKSUM_PREFIX "__metadata__");
+    if (!s || fhd__ck_parse_hex64(s, &want) != 0)
+        return failf(
+            c, FHD_ERR_CHECKPOINT_CORRUPT,
+            "__metadata__.checksum.__metadata__ is missing or not 16 lowercase hex digits");
+    if (fhd__ck_metadata_crc(c->crc, c->meta, &got) != 0)
+        return failf(c, FHD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (got != want)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "the metadata checksum does not match (stored %016" PRIx64
+                     ", computed %016" PRIx64 "): the metadata is damaged",
+                     want, got);
+    s = meta_str(c, "includes_replay");
+    if (!s || (strcmp(s, "true") != 0 && strcmp(s, "false") != 0))
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "__metadata__.includes_replay is %s; expected \"true\" or \"false\"",
+                     s ? s : "missing");
+    c->has_replay = strcmp(s, "true") == 0;
+    const json_t *cj = json_object_get(c->meta, "config");
+    if (!cj)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "__metadata__.config is missing");
+    fhd_error err = FHD_ERROR_INIT;
+    if (fhd__config_parse(json_string_value(cj), json_string_length(cj), &c->cfg, &err) != FHD_OK)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "the recorded config is invalid: %s",
+                     err.message);
+    if (fhd__layout_init(&c->lo, &c->cfg) != 0)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "the recorded config's network is too large");
+    return FHD_OK;
+}
+
+/* ---- 3. compatibility --------------------------------------------------------------------- */
+
+/* Text of config key `key` as the canonical config JSON writes it (shortest exact numbers),
+ * with a space after array commas: "[64, 64]", "\"all\"", "0.99". */
+static void value_text(const fhd__config *cfg, const char *key, char *buf, size_t cap) {
+    char *js = fhd__config_to_json(cfg), pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = js ? strstr(js, pat) : NULL;
+    size_t k = 0;
+    if (p) {
+        int depth = 0;
+        for (p += strlen(pat); *p && k + 2 < cap; p++) {
+            if ((*p == ',' || *p == '}') && depth == 0)
+                break;
+            depth += (*p == '[') - (*p == ']');
+            buf[k++] = *p;
+            if (*p == ',')
+                buf[k++] = ' ';
+        }
+    }
+    buf[k] = '\0';
+    if (k == 0)
+        snprintf(buf, cap, "?");
+    free(js);
+    /* a real: the shortest text that reads back as the same double */
+    char *end;
+    double d = strtod(buf, &end);
+    if (*end == '\0' && strpbrk(buf, ".eE") && buf[0] != '"') {
+        for (int prec = 1; prec <= 17; prec++) {
+            char t[40];
+            snprintf(t, sizeof t, "%.*g", prec, d);
+            if (strtod(t, NULL) == d) {
+                snprintf(buf, cap, "%s", t);
+                break;
+            }
+        }
+    }
+}
+
+static int32_t check_compat(load_ctx *c) {
+    fhd_learner *L = c->L;
+    if (c->load_replay && !c->has_replay)
+        return failf(c, FHD_ERR_CHECKPOINT_MISMATCH,
+                     "FHD_CKPT_INCLUDE_REPLAY was requested but the checkpoint was saved without "
+                     "it and holds no replay buffer; load it with flags 0");
+    /* Without the replay, the replay and staging shapes of the file do not matter. */
+    fhd__config a = c->cfg;
+    if (!c->load_replay) {
+        a.replay_capacity = L->cfg.replay_capacity;
+        a.replay = L->cfg.replay;
+        a.n_step = L->cfg.n_step;
+        a.num_envs = L->cfg.num_envs;
+    }
+    if (fhd__config_equal(&a, &L->cfg)) /* the common case, without reading the manifest */
+        return FHD_OK;
+    const char *key = fhd__config_first_difference(&a, &L->cfg, 0);
+    if (!key)
+        return FHD_OK;
+    char theirs[256], ours[256];
+    value_text(&c->cfg, key, theirs, sizeof theirs);
+    value_text(&L->cfg, key, ours, sizeof ours);
+    return failf(c, FHD_ERR_CHECKPOINT_MISMATCH,
+                 "the checkpoint has %s %s; the learner has %s. Only the keys of the manifest's "
+                 "resume_overridable list may differ%s; create the learner with the checkpoint's "
+                 "%s",
+                 key, theirs, ours,
+                 c->load_replay ? ""
+                                : " (and, without FHD_CKPT_INCLUDE_REPLAY, the replay and "
+                                  "staging sizes)",
+                 key);
+}
+
+/* ---- 4 and 5. tensors and data ------------------------------------------------------------ */
+
+static void check_stream(load_ctx *c, const fhd__ck_tensor *t, uint64_t e0, uint64_t m) {
+    if (t->kind == FHD_STATE_REPLAY_ACTIONS) {
+        const int32_t *a = (const int32_t *)c->buf;
+        const uint32_t D = c->lo.D;
+        for (uint64_t k = 0; k < m && !c->bad_action; k++) {
+            uint32_t d = (uint32_t)((e0 + k) % D);
+            if (a[k] < 0 || (uint32_t)a[k] >= c->lo.K[d]) {
+                c->bad_action = 1;
+                c->bad_action_at = e0 + k;
+                c->bad_action_value = a[k];
+            }
+        }
+    } else if (t->kind == FHD_STATE_REPLAY_PRIORITY) {
+        const uint64_t *q = (const uint64_t *)c->buf;
+        for (uint64_t k = 0; k < m; k++) {
+            if (q[k] == 0) {
+                if (c->prio_first_zero > e0 + k)
+                    c->prio_first_zero = e0 + k;
+            } else {
+                c->prio_nonzero_end = e0 + k + 1;
+                if (q[k] > FHD_PRIO_MAX_Q && !c->prio_over) {
+                    c->prio_over = 1;
+                    c->prio_over_at = e0 + k;
+                }
+            }
+        }
+    }
+}
+
+static int32_t read_data(load_ctx *c) {
+    c->prio_first_zero = UINT64_MAX;
+    for (uint32_t i = 0; i < c->cat.n; i++) {
+        fhd__ck_tensor *t = &c->cat.t[i];
+        const uint64_t at = c->data0 + t->begin;
+        uint64_t h = 0;
+        if (!t->streamed) {
+            t->data = malloc(t->bytes ? (size_t)t->bytes : 1);
+            if (!t->data)
+                return failf(c, FHD_ERR_OUT_OF_MEMORY, "out of memory for tensor \"%s\"", t->name);
+            if (fhd__pread_all(c->fd, t->data, (size_t)t->bytes, at) != 0)
+                return io_error(c, "reading the data");
+            h = fhd__crc64_update(c->crc, 0, t->data, (size_t)t->bytes);
+        } else {
+            const size_t es = fhd__ck_dtype_size(t->dtype);
+            const uint64_t per = FHD_CKPT_CHUNK_BYTES / es;
+            for (uint64_t e = 0; e < t->count; e += per) {
+                uint64_t m = t->count - e < per ? t->count - e : per;
+                if (fhd__pread_all(c->fd, c->buf, (size_t)(m * es), at + e * es) != 0)
+                    return io_error(c, "reading the data");
+                h = fhd__crc64_update(c->crc, h, c->buf, (size_t)(m * es));
+                check_stream(c, t, e, m);
+            }
+        }
+        if (h != t->crc)
+            return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                         "tensor \"%s\": checksum mismatch (stored %016" PRIx64
+                         ", computed %016" PRIx64 "): the data is damaged",
+                         t->name, t->crc, h);
+    }
+    return FHD_OK;
+}
+
+static const fhd__ck_tensor *find(load_ctx *c, const char *name) {
+    return fhd__ck_catalog_find(&c->cat, name);
+}
+
+/* Actions (rows, D) of an in-memory tensor in range; returns the first bad element or -1. */
+static int64_t first_bad_action(load_ctx *c, const fhd__ck_tensor *t) {
+    const int32_t *a = (const int32_t *)t->data;
+    const uint32_t D = c->lo.D;
+    for (uint64_t k = 0; k < t->count; k++)
+        if (a[k] < 0 || (uint32_t)a[k] >= c->lo.K[k % D])
+            return (int64_t)k;
+    return -1;
+}
+
+static int32_t check_values(load_ctx *c) {
+    const uint32_t D = c->lo.D;
+    for (uint32_t i = 0; i < c->cat.n; i++) {
+        const fhd__ck_tensor *t = &c->cat.t[i];
+        if (t->source == FHD_CK_SRC_SCALAR)
+            memcpy(fhd__ck_field_ptr(c->L, &c->sc, t->field), t->data, (size_t)t->bytes);
+    }
+    const fhd__ck_scalars *s = &c->sc;
+    if (s->seed != c->cfg.seed)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "rng.seed is %" PRIu64 " but the recorded config's seed is %" PRIu64, s->seed,
+                     c->cfg.seed);
+    if (s->recent_count > FHD_RECENT_EPISODES || s->recent_pos >= FHD_RECENT_EPISODES)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "episodes.recent_count %u / recent_pos %u out of range (at most %d / %d)",
+                     s->recent_count, s->recent_pos, FHD_RECENT_EPISODES, FHD_RECENT_EPISODES - 1);
+    if (!c->has_replay)
+        return FHD_OK;
+    const uint64_t N = c->cfg.replay_capacity;
+    if (s->replay_size > N || s->replay_pos >= N ||
+        (s->replay_size < N && s->replay_pos != s->replay_size))
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "replay.pos %" PRIu64 " / replay.size %" PRIu64
+                     " are inconsistent with replay_capacity %" PRIu64,
+                     s->replay_pos, s->replay_size, N);
+    if (s->max_priority_q < 1 || s->max_priority_q > FHD_PRIO_MAX_Q)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "replay.max_priority_q %" PRIu64 " is outside [1, %" PRIu64 "]",
+                     s->max_priority_q, (uint64_t)FHD_PRIO_MAX_Q);
+    if (c->bad_action)
+        return failf(
+            c, FHD_ERR_CHECKPOINT_CORRUPT,
+            "replay.actions[%" PRIu64 "][%" PRIu64 "] = %d is out of range for branch %" PRIu64,
+            c->bad_action_at / D, c->bad_action_at % D, c->bad_action_value, c->bad_action_at % D);
+    if (c->cfg.replay == FHD_REPLAY_PRIORITIZED) {
+        if (c->prio_over)
+            return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                         "replay.priorities[%" PRIu64 "] exceeds the largest quantised priority",
+                         c->prio_over_at);
+        if (c->prio_first_zero < s->replay_size || c->prio_nonzero_end > s->replay_size)
+            return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                         "replay.priorities: the filled slots [0, %" PRIu64
+                         ") must have non-zero priorities and the others zero",
+                         s->replay_size);
+    }
+    const char *with_actions[2] = {"staging.actions", "step.prev_actions"};
+    for (int k = 0; k < 2; k++) {
+        int64_t bad = first_bad_action(c, find(c, with_actions[k]));
+        if (bad >= 0)
+            return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                         "%s: element %" PRId64 " is out of range for branch %u", with_actions[k],
+                         bad, (uint32_t)((uint64_t)bad % D));
+    }
+    const uint32_t *head = (const uint32_t *)find(c, "staging.head")->data;
+    const uint32_t *len = (const uint32_t *)find(c, "staging.length")->data;
+    for (uint32_t e = 0; e < c->cfg.num_envs; e++)
+        if (head[e] >= c->cfg.n_step || len[e] >= c->cfg.n_step)
+            return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                         "staging.head[%u] = %u / staging.length[%u] = %u out of range (n_step %u)",
+                         e, head[e], e, len[e], c->cfg.n_step);
+    if (s->have_prev > 1)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "step.have_prev is %u; expected 0 or 1",
+                     s->have_prev);
+    return FHD_OK;
+}
+
+static int32_t check_same_file(load_ctx *c) {
+    struct stat now;
+    if (fstat(c->fd, &now) != 0)
+        return io_error(c, "fstat");
+    if (now.st_size != c->st.st_size || now.st_mtim.tv_sec != c->st.st_mtim.tv_sec ||
+        now.st_mtim.tv_nsec != c->st.st_mtim.tv_nsec)
+        return failf(c, FHD_ERR_IO, "the file was modified while it was being loaded");
+    return FHD_OK;
+}
+
+/* ---- 6. apply ----------------------------------------------------------------------------- */
+
+static int32_t backend_fail(load_ctx *c, int32_t rc, const char *what) {
+    return failf(c, rc, "%s: %s backend: %s", what, c->L->ops->name, c->L->ops->error(c->L->be));
+}
+
+/* Empty the learner's replay, n-step staging and step() state: the state of a new learner.
+ * `updates` is kept as the backend's update counter. */
+static int32_t reset_replay(load_ctx *c, uint64_t updates) {
+    fhd_learner *L = c->L;
+    fhd__ck_catalog mine;
+    if (fhd__ck_catalog_build(&L->cfg, &L->lo, 1, &mine) != FHD_OK)
+        return failf(c, FHD_ERR_OUT_OF_MEMORY, "out of memory");
+    memset(c->buf, 0, FHD_CKPT_CHUNK_BYTES);
+    int32_t rc = FHD_OK;
+    for (uint32_t i = 0; i < mine.n && rc == FHD_OK; i++) {
+        const fhd__ck_tensor *t = &mine.t[i];
+        if (!t->replay_group || t->source == FHD_CK_SRC_SCALAR)
+            continue;
+        if (t->source == FHD_CK_SRC_FRONT) {
+            memset(fhd__ck_field_ptr(L, &c->sc, t->field), 0, (size_t)t->bytes);
+            continue;
+        }
+        const uint64_t per = FHD_CKPT_CHUNK_BYTES / fhd__ck_dtype_size(t->dtype);
+        for (uint64_t e = 0; e < t->count && rc == FHD_OK; e += per) {
+            uint64_t m = t->count - e < per ? t->count - e : per;
+            rc = L->ops->write(L->be, t->kind, e, m, c->buf);
+        }
+    }
+    fhd__ck_catalog_free(&mine);
+    L->have_prev = 0;
+    fhd__backend_scalars bs = {updates, 0, 0, fhd__prio_quantize(1.0)};
+    if (rc == FHD_OK)
+        rc = L->ops->set_scalars(L->be, &bs);
+    return rc == FHD_OK ? FHD_OK : backend_fail(c, rc, "emptying the replay");
+}
+
+/* Second pass over the replay storage, straight into the backend. */
+static int32_t stream_replay_in(load_ctx *c) {
+    fhd_learner *L = c->L;
+    for (uint32_t i = 0; i < c->cat.n; i++) {
+        const fhd__ck_tensor *t = &c->cat.t[i];
+        if (!t->streamed)
+            continue;
+        const size_t es = fhd__ck_dtype_size(t->dtype);
+        const uint64_t per = FHD_CKPT_CHUNK_BYTES / es;
+        uint64_t h = 0;
+        for (uint64_t e = 0; e < t->count; e += per) {
+            uint64_t m = t->count - e < per ? t->count - e : per;
+            if (fhd__pread_all(c->fd, c->buf, (size_t)(m * es), c->data0 + t->begin + e * es))
+                return io_error(c, "reading the replay");
+            h = fhd__crc64_update(c->crc, h, c->buf, (size_t)(m * es));
+            int32_t rc = L->ops->write(L->be, t->kind, e, m, c->buf);
+            if (rc != FHD_OK)
+                return backend_fail(c, rc, "writing the replay");
+        }
+        if (h != t->crc)
+            return failf(c, FHD_ERR_IO, "tensor \"%s\" changed between two reads of the file",
+                         t->name);
+    }
+    return check_same_file(c);
+}
+
+static int32_t apply(load_ctx *c) {
+    fhd_learner *L = c->L;
+    const fhd__ck_scalars *s = &c->sc;
+    int32_t rc;
+    if (c->load_replay) {
+        rc = stream_replay_in(c);
+        if (rc != FHD_OK) {
+            /* keep the networks, optimiser and counters; leave a consistent, empty replay */
+            char why[sizeof L->err];
+            snprintf(why, sizeof why, "%s", L->err);
+            fhd__backend_scalars bs;
+            L->ops->get_scalars(L->be, &bs);
+            reset_replay(c, bs.updates);
+            return fhd__fail(L, rc,
+                             "%s; the learner kept its networks, optimiser and counters "
+                             "and its replay buffer was emptied",
+                             why);
+        }
+        for (uint32_t i = 0; i < c->cat.n; i++) {
+            const fhd__ck_tensor *t = &c->cat.t[i];
+            if (t->replay_group && t->source == FHD_CK_SRC_FRONT)
+                memcpy(fhd__ck_field_ptr(L, &c->sc, t->field), t->data, (size_t)t->bytes);
+        }
+        L->have_prev = s->have_prev;
+    } else {
+        rc = reset_replay(c, s->updates);
+        if (rc != FHD_OK)
+            return rc;
+    }
+    for (uint32_t i = 0; i < c->cat.n; i++) {
+        const fhd__ck_tensor *t = &c->cat.t[i];
+        if (t->replay_group)
+            continue;
+        if (t->source == FHD_CK_SRC_BACKEND) {
+            rc = L->ops->write(L->be, t->kind, t->offset, t->count, t->data);
+            if (rc != FHD_OK)
+                return backend_fail(c, rc,
+                                    "applying the checkpoint (the learner's state is now "
+                                    "undefined)");
+        } else if (t->source == FHD_CK_SRC_FRONT) {
+            memcpy(fhd__ck_field_ptr(L, &c->sc, t->field), t->data, (size_t)t->bytes);
+        }
+    }
+    if (c->load_replay) {
+        fhd__backend_scalars bs = {s->updates, s->replay_pos, s->replay_size, s->max_priority_q};
+        rc = L->ops->set_scalars(L->be, &bs);
+        if (rc != FHD_OK)
+            return backend_fail(c, rc, "applying the checkpoint's counters");
+    }
+    L->act_calls = s->explore_counter;
+    L->env_steps = s->env_steps;
+    L->episodes = s->episodes;
+    L->recent_count = s->recent_count;
+    L->recent_pos = s->recent_pos;
+    L->last_episode_return = s->last_return;
+    return FHD_OK;
+}
+
+/* ---- entry -------------------------------------------------------------------------------- */
+
+static int32_t load(load_ctx *c) {
+    int32_t rc = read_header(c);
+    if (rc == FHD_OK)
+        rc = check_metadata(c);
+    if (rc == FHD_OK)
+        rc = check_compat(c);
+    if (rc == FHD_OK) {
+        rc = fhd__ck_catalog_build(&c->cfg, &c->lo, c->has_replay, &c->cat);
+        if (rc != FHD_OK)
+            return failf(c, rc, "out of memory");
+        char msg[512];
+        if (fhd__ck_header_match(c->root, c->meta, &c->cat, c->size - c->data0, msg, sizeof msg))
+            return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "%s", msg);
+        rc = read_data(c);
+    }
+    if (rc == FHD_OK)
+        rc = check_values(c);
+    if (rc == FHD_OK)
+        rc = check_same_file(c);
+    if (rc == FHD_OK)
+        rc = apply(c);
+    return rc;
+}
+
+int32_t fhd__ck_load(fhd_learner *L, const char *path, uint32_t flags) {
+    load_ctx c;
+    memset(&c, 0, sizeof c);
+    c.L = L;
+    c.path = path;
+    c.flags = flags;
+    c.fd = -1;
+    c.load_replay = (flags & FHD_CKPT_INCLUDE_REPLAY) != 0;
+    c.crc = malloc(sizeof(*c.crc));
+    c.buf = malloc(FHD_CKPT_CHUNK_BYTES);
+    int32_t rc;
+    if (!c.crc || !c.buf) {
+        rc = fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "checkpoint_load: out of memory");
+    } else {
+        fhd__crc64_init(c.crc);
+        rc = load(&c);
+    }
+    if (c.fd >= 0)
+        close(c.fd);
+    json_decref(c.root);
+    free(c.header);
+    fhd__ck_catalog_free(&c.cat);
+    free(c.crc);
+    free(c.buf);
+    return rc;
+}
