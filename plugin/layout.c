@@ -101,13 +101,6 @@ int fhd__layout_init_sn(const fhd__layout *lo, uint64_t seed, const float *param
         normalize(pu, m);
         normalize(pv, k);
         for (int it = 0; it < 15; it++) { /* PyTorch runs 15 iterations at registration */
-            for (uint32_t j = 0; j < k; j++) { /* v = normalize(W^T u) */
-                double s = 0;
-                for (uint32_t i = 0; i < m; i++)
-                    s += (double)W[(size_t)i * k + j] * pu[i];
-                pv[j] = s;
-            }
-            normalize(pv, k);
             for (uint32_t i = 0; i < m; i++) { /* u = normalize(W v) */
                 double s = 0;
                 for (uint32_t j = 0; j < k; j++)
@@ -115,6 +108,13 @@ int fhd__layout_init_sn(const fhd__layout *lo, uint64_t seed, const float *param
                 pu[i] = s;
             }
             normalize(pu, m);
+            for (uint32_t j = 0; j < k; j++) { /* v = normalize(W^T u) */
+                double s = 0;
+                for (uint32_t i = 0; i < m; i++)
+                    s += (double)W[(size_t)i * k + j] * pu[i];
+                pv[j] = s;
+            }
+            normalize(pv, k);
         }
         for (uint32_t i = 0; i < m; i++)
             sn[ly->u_off + i] = (float)pu[i];

@@ -129,12 +129,13 @@ float fhd__sn_sigma(const float *W, const float *u, const float *v, uint32_t m, 
 
 float fhd__sn_power_iteration(const float *W, float *u, float *v, uint32_t m, uint32_t k,
                               float *tmp) {
-    /* v = normalize(W^T u) */
-    cblas_sgemv(CblasRowMajor, CblasTrans, (int)m, (int)k, 1.0f, W, (int)k, u, 1, 0.0f, v, 1);
-    normalize(v, k);
+    /* torch.nn.utils.parametrizations.spectral_norm order: u first, then v */
     /* u = normalize(W v) */
     cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)m, (int)k, 1.0f, W, (int)k, v, 1, 0.0f, u, 1);
     normalize(u, m);
+    /* v = normalize(W^T u) */
+    cblas_sgemv(CblasRowMajor, CblasTrans, (int)m, (int)k, 1.0f, W, (int)k, u, 1, 0.0f, v, 1);
+    normalize(v, k);
     return fhd__sn_sigma(W, u, v, m, k, tmp);
 }
 
@@ -251,13 +252,17 @@ float fhd__clip_grad_norm(float *g, uint64_t n, float max_norm) {
 
 void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, uint64_t t,
                     const fhd__adam_params *ap) {
-    const float b1 = ap->beta1, b2 = ap->beta2;
-    const float bc1 = 1.0f - (float)pow((double)b1, (double)t);
-    const float bc2 = 1.0f - (float)pow((double)b2, (double)t);
-    const float step = ap->lr / bc1;
-    const float bc2_sqrt = sqrtf(bc2);
-    const float wd = ap->weight_decay;
-    const float decay = 1.0f - ap->lr * wd;
+    /* Scalars in double and rounded once, as PyTorch computes them from Python floats:
+     * 1 - beta^t in fp32 would cancel badly for beta2 = 0.999 and small t. */
+    const double b1d = ap->beta1, b2d = ap->beta2;
+    const float b2 = (float)b2d;
+    const float one_b1 = (float)(1.0 - b1d), one_b2 = (float)(1.0 - b2d);
+    const double bc1 = 1.0 - pow(b1d, (double)t);
+    const double bc2 = 1.0 - pow(b2d, (double)t);
+    const float step = (float)(ap->lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    const float wd = (float)ap->weight_decay;
+    const float decay = (float)(1.0 - ap->lr * ap->weight_decay);
     for (uint64_t i = 0; i < n; i++) {
         float gi = g[i];
         float pi = p[i];
@@ -267,8 +272,8 @@ void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, ui
             else
                 gi += wd * pi;
         }
-        const float mi = m[i] + (1.0f - b1) * (gi - m[i]); /* torch lerp_ */
-        const float vi = v[i] * b2 + (1.0f - b2) * gi * gi;
+        const float mi = m[i] + one_b1 * (gi - m[i]); /* torch lerp_ */
+        const float vi = v[i] * b2 + one_b2 * gi * gi;
         m[i] = mi;
         v[i] = vi;
         const float denom = sqrtf(vi) / bc2_sqrt + ap->eps;

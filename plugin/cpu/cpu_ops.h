@@ -31,8 +31,9 @@ void fhd__head_combine_backward(float *dout, const float *dq, const fhd__layout 
 /* Greedy action per branch (first maximum): q (B, KT) -> a (B, D). */
 void fhd__argmax_branches(int32_t *a, const float *q, const fhd__layout *lo, uint32_t B);
 
-/* Spectral norm. One power iteration (v = normalize(W^T u), u = normalize(W v)) updating u, v
- * in place, then sigma = u . (W v). W (m, k), u (m), v (k). tmp: max(m, k) floats. */
+/* Spectral norm. One power iteration as torch.nn.utils.parametrizations.spectral_norm
+ * (u = normalize(W v), then v = normalize(W^T u)) updating u, v in place, then
+ * sigma = u . (W v). W (m, k), u (m), v (k). tmp: max(m, k) floats. */
 float fhd__sn_power_iteration(const float *W, float *u, float *v, uint32_t m, uint32_t k,
                               float *tmp);
 /* sigma = u . (W v) with the stored vectors (no iteration). */
@@ -68,7 +69,9 @@ float fhd__clip_grad_norm(float *g, uint64_t n, float max_norm);
 /* One Adam/AdamW step with PyTorch semantics (bias-corrected, eps outside the sqrt);
  * t is the step number after increment (>= 1). */
 typedef struct fhd__adam_params {
-    float lr, beta1, beta2, eps, weight_decay;
+    double lr, beta1, beta2;
+    float eps;
+    double weight_decay;
     int decoupled; /* AdamW */
 } fhd__adam_params;
 void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, uint64_t t,
