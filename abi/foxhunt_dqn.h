@@ -301,7 +301,10 @@ typedef struct fhd_api_v1 {
     /* Load a checkpoint into this learner. Everything is validated before the learner is
      * touched; on failure the learner is unchanged. The learner's architecture must match
      * the checkpoint's; resumable hyperparameters (manifest "resume_overridable") keep the
-     * values of the learner's own config. [learner] */
+     * values of the learner's own config. flags: FHD_CKPT_INCLUDE_REPLAY restores the replay,
+     * n-step staging and step() state too (exact resume; the file must contain them);
+     * without it those are left empty, as in a new learner, and the next step() call passes
+     * rewards = NULL. [learner] */
     int32_t (*checkpoint_load)(fhd_learner *learner, const char *path, uint32_t flags);
 
     /* Introspection of named state tensors: online.*, target.*, grad.* (of the last update),

@@ -1,10 +1,830 @@
-/* host_bench.c - `fhd-host bench` (not yet implemented). */
+/* host_bench.c - `fhd-host bench`: times the learner's full update, act and observe on the
+ * benchmark presets of DESIGN.md section 6, through the public ABI, as any host sees them.
+ *
+ * One run:
+ *   1. config: the preset's learner config (compiled in below; bench/presets/NAME.json hold the
+ *      same JSON for bench/torch_reference.py and `fhd-host check-config`, and
+ *      `bench --print-config` lets a test compare them), or --config FILE; then the command
+ *      line's --backend, --envs (num_envs), --seed and --set KEY=VALUE.
+ *   2. fill: synthetic transitions through observe, num_envs per call: observations and next
+ *      observations uniform in [-1, 1), rewards uniform in [-1, 1), uniform actions, 1% of
+ *      them terminated, none truncated. Default count min(capacity, max(16 B, 65536)), rounded
+ *      up to a multiple of num_envs: B1 holds 65536 transitions, so a batch of 256 is drawn
+ *      from 256x as many, through the real sum tree. The wall time of the fill (host clock, one
+ *      blocking read at its end) gives observe_per_second; it includes the first touch of the
+ *      replay pages, as a learner's first pass through its buffer does.
+ *   3. warm-up: train() in growing chunks until 0.3 s have passed (or exactly --warmup N
+ *      updates); the last chunk estimates the time of one update.
+ *   4. timed runs: --repeats runs of train(N); each run is timed with the host clock around
+ *      train(N) plus one blocking tensor_read of the smallest online tensor. On CUDA train() is
+ *      asynchronous and that read waits for the device, so N (default >= 1000 there) amortises
+ *      it. Default N: enough for about 0.25 s per run. Reported: min/p10/median/p90/max of the
+ *      per-run microseconds per update (p10/p90 interpolated linearly, as numpy.percentile).
+ *   5. act: greedy latency for 1 and 64 observations, each call timed alone, median (and p90)
+ *      over --act-calls calls after 20 untimed ones.
+ */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "host_cmds.h"
 #include "host_plugin.h"
 
-int fhd_cmd_bench(int argc, char **argv) {
-    fprintf(stderr, "error: fhd-host bench is not implemented yet\n");
+/* ---- presets (DESIGN.md section 6), identical to bench/presets/NAME.json -------------------- */
+
+typedef struct bench_preset {
+    const char *name;
+    const char *summary;
+    const char *json;
+} bench_preset;
+
+static const bench_preset presets[] = {
+    {"C0", "cartpole: S=4, hidden [64,64], K=2, dueling, batch 64, capacity 100k, PER",
+     "{\"obs_dim\": 4, \"actions\": [2], \"hidden\": [64, 64], \"dueling\": true, "
+     "\"batch_size\": 64, \"replay_capacity\": 100000, \"replay\": \"prioritized\"}"},
+    {"B1", "latency: S=64, hidden [256,256], K=8, dueling, double, batch 256, capacity 2^20, PER",
+     "{\"obs_dim\": 64, \"actions\": [8], \"hidden\": [256, 256], \"dueling\": true, "
+     "\"double_dqn\": true, \"batch_size\": 256, \"replay_capacity\": 1048576, "
+     "\"replay\": \"prioritized\", \"per_alpha\": 0.6, \"per_beta0\": 0.4, \"optimizer\": "
+     "\"adam\", \"lr\": 0.0001, \"max_grad_norm\": 10.0, \"loss\": \"huber\"}"},
+    {"B1-sn", "B1 with spectral norm on all torso layers",
+     "{\"obs_dim\": 64, \"actions\": [8], \"hidden\": [256, 256], \"dueling\": true, "
+     "\"double_dqn\": true, \"spectral_norm\": \"all\", \"batch_size\": 256, "
+     "\"replay_capacity\": 1048576, \"replay\": \"prioritized\", \"per_alpha\": 0.6, "
+     "\"per_beta0\": 0.4, \"optimizer\": \"adam\", \"lr\": 0.0001, \"max_grad_norm\": 10.0, "
+     "\"loss\": \"huber\"}"},
+    {"B2", "throughput: S=256, hidden [1024,1024], K=32, batch 8192, otherwise B1",
+     "{\"obs_dim\": 256, \"actions\": [32], \"hidden\": [1024, 1024], \"dueling\": true, "
+     "\"double_dqn\": true, \"batch_size\": 8192, \"replay_capacity\": 1048576, "
+     "\"replay\": \"prioritized\", \"per_alpha\": 0.6, \"per_beta0\": 0.4, \"optimizer\": "
+     "\"adam\", \"lr\": 0.0001, \"max_grad_norm\": 10.0, \"loss\": \"huber\"}"},
+    {"B3", "branching: S=64, hidden [512,512], actions [5,5,5,5], batch 1024, spectral norm, "
+           "CQL 0.1",
+     "{\"obs_dim\": 64, \"actions\": [5, 5, 5, 5], \"hidden\": [512, 512], \"dueling\": true, "
+     "\"double_dqn\": true, \"spectral_norm\": \"all\", \"cql_alpha\": 0.1, "
+     "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"replay\": \"prioritized\", "
+     "\"per_alpha\": 0.6, \"per_beta0\": 0.4, \"optimizer\": \"adam\", \"lr\": 0.0001, "
+     "\"max_grad_norm\": 10.0, \"loss\": \"huber\"}"},
+};
+#define NUM_PRESETS (sizeof presets / sizeof presets[0])
+
+static const char bench_usage[] =
+    "usage: fhd-host bench --preset C0|B1|B1-sn|B2|B3 [options]\n"
+    "       fhd-host bench --config FILE [options]\n"
+    "       fhd-host bench --list | --preset NAME --print-config\n"
+    "options:\n"
+    "  --backend cpu|cuda|auto  backend (default: the config's, cpu)\n"
+    "  --updates N              updates per timed run (default: ~0.25 s per run, >= 1000 on cuda)\n"
+    "  --repeats N              timed runs (default 7)\n"
+    "  --warmup N               warm-up updates (default: 0.3 s of updates)\n"
+    "  --fill N                 transitions observed first (default min(capacity, max(16 B, 65536)))\n"
+    "  --envs N                 num_envs: transitions per observe call (default 64)\n"
+    "  --act-calls N            timed act calls per size (default 2000)\n"
+    "  --seed S                 learner and data seed (default 1)\n"
+    "  --set KEY=VALUE          override a config key (VALUE is JSON, else a string)\n"
+    "  --peak-tflops X          report the fraction of this peak the GEMMs reach\n"
+    "  --json                   print one JSON object instead of a table\n"
+    "  --plugin PATH            the plugin library\n";
+
+#define MAX_SETS 32
+
+typedef struct bench_opts {
+    const char *preset, *config_path, *backend;
+    uint64_t updates, repeats, warmup, fill, envs, act_calls, seed;
+    int have_updates, have_warmup, have_fill, have_envs, have_seed;
+    double peak_tflops;
+    int json, print_config, list, help;
+    const char *sets[MAX_SETS];
+    int nsets;
+    char plugin[4096];
+} bench_opts;
+
+/* What the timing needs to know about the network (from the config and the manifest's
+ * defaults). */
+typedef struct bench_geom {
+    uint32_t S, D, KT, L, B, HO;
+    uint32_t hidden[16];
+    int dueling, double_dqn;
+    uint64_t capacity;
+} bench_geom;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of the whole process (all threads, OpenBLAS's included). */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, 1) with 24 random bits */
+static float rand01(uint64_t *s) { return (float)(splitmix64(s) >> 40) * (1.0f / 16777216.0f); }
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* q-th percentile (0..100) of sorted v (n >= 1), linear interpolation as numpy.percentile. */
+static double percentile(const double *v, size_t n, double q) {
+    double pos = q / 100.0 * (double)(n - 1);
+    size_t lo = (size_t)floor(pos);
+    size_t hi = lo + 1 < n ? lo + 1 : lo;
+    return v[lo] + (v[hi] - v[lo]) * (pos - (double)lo);
+}
+
+static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out) {
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || s[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "error: %s is \"%s\"; allowed: an integer in [%llu, %llu]\n", opt, s,
+                (unsigned long long)lo, (unsigned long long)hi);
+        return FHD_EXIT_USAGE;
+    }
+    *out = v;
+    return FHD_EXIT_OK;
+}
+
+static const bench_preset *find_preset(const char *name) {
+    for (size_t i = 0; i < NUM_PRESETS; i++)
+        if (!strcmp(presets[i].name, name))
+            return &presets[i];
+    return NULL;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+    memset(o, 0, sizeof(*o));
+    o->repeats = 7;
+    o->envs = 64;
+    o->act_calls = 2000;
+    o->seed = 1;
+    fhd_host_default_plugin(o->plugin, sizeof o->plugin);
+    for (int i = 1; i < argc; i++) {
+        int bad = 0, rc = FHD_EXIT_OK;
+        const char *v;
+        if ((v = fhd_opt(argc, argv, &i, "--preset", &bad)))
+            o->preset = v;
+        else if (!bad && (v = fhd_opt(argc, argv, &i, "--config", &bad)))
+            o->config_path = v;
+        else if (!bad && (v = fhd_opt(argc, argv, &i, "--backend", &bad)))
+            o->backend = v;
+        else if (!bad && (v = fhd_opt(argc, argv, &i, "--updates", &bad))) {
+            rc = parse_u64("--updates", v, 1, 1000000, &o->updates);
+            o->have_updates = 1;
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--repeats", &bad)))
+            rc = parse_u64("--repeats", v, 1, 10000, &o->repeats);
+        else if (!bad && (v = fhd_opt(argc, argv, &i, "--warmup", &bad))) {
+            rc = parse_u64("--warmup", v, 0, 1000000, &o->warmup);
+            o->have_warmup = 1;
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--fill", &bad))) {
+            rc = parse_u64("--fill", v, 1, 1ull << 31, &o->fill);
+            o->have_fill = 1;
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--envs", &bad))) {
+            rc = parse_u64("--envs", v, 1, 65536, &o->envs);
+            o->have_envs = 1;
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--act-calls", &bad)))
+            rc = parse_u64("--act-calls", v, 1, 10000000, &o->act_calls);
+        else if (!bad && (v = fhd_opt(argc, argv, &i, "--seed", &bad))) {
+            rc = parse_u64("--seed", v, 0, 9007199254740991ull, &o->seed);
+            o->have_seed = 1;
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--set", &bad))) {
+            if (o->nsets == MAX_SETS || !strchr(v, '=') || v[0] == '=') {
+                fprintf(stderr, "error: --set takes KEY=VALUE (at most %d of them)\n", MAX_SETS);
+                return FHD_EXIT_USAGE;
+            }
+            o->sets[o->nsets++] = v;
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--peak-tflops", &bad))) {
+            char *end = NULL;
+            o->peak_tflops = strtod(v, &end);
+            if (!*v || *end || !(o->peak_tflops > 0.0) || !isfinite(o->peak_tflops)) {
+                fprintf(stderr, "error: --peak-tflops is \"%s\"; allowed: a number > 0\n", v);
+                return FHD_EXIT_USAGE;
+            }
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--plugin", &bad)))
+            snprintf(o->plugin, sizeof o->plugin, "%s", v);
+        else if (bad)
+            return FHD_EXIT_USAGE;
+        else if (!strcmp(argv[i], "--json"))
+            o->json = 1;
+        else if (!strcmp(argv[i], "--print-config"))
+            o->print_config = 1;
+        else if (!strcmp(argv[i], "--list"))
+            o->list = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            o->help = 1;
+        else {
+            fprintf(stderr, "error: unknown option \"%s\"\n%s", argv[i], bench_usage);
+            return FHD_EXIT_USAGE;
+        }
+        if (rc != FHD_EXIT_OK)
+            return rc;
+    }
+    if (o->list || o->help)
+        return FHD_EXIT_OK;
+    if (!o->preset == !o->config_path) {
+        fprintf(stderr, "error: bench needs exactly one of --preset NAME and --config FILE\n%s",
+                bench_usage);
+        return FHD_EXIT_USAGE;
+    }
+    if (o->preset && !find_preset(o->preset)) {
+        fprintf(stderr, "error: unknown preset \"%s\"; known:", o->preset);
+        for (size_t i = 0; i < NUM_PRESETS; i++)
+            fprintf(stderr, " %s", presets[i].name);
+        fputc('\n', stderr);
+        return FHD_EXIT_USAGE;
+    }
+    return FHD_EXIT_OK;
+}
+
+/* The learner config: preset or file, then the command line's overrides. with_bench adds the
+ * bench's own defaults (num_envs, seed); --print-config shows the config without them. */
+static int build_config(const bench_opts *o, int with_bench, json_t **out) {
+    *out = NULL;
+    char *file = NULL;
+    const char *text;
+    if (o->config_path) {
+        file = fhd_host_read_file(o->config_path, NULL);
+        if (!file) {
+            fprintf(stderr, "error: cannot read config %s\n", o->config_path);
+            return FHD_EXIT_CONFIG;
+        }
+        text = file;
+    } else {
+        text = find_preset(o->preset)->json;
+    }
+    json_error_t jerr;
+    json_t *cfg = json_loads(text, 0, &jerr);
+    free(file);
+    if (!cfg || !json_is_object(cfg)) {
+        fprintf(stderr, "error: %s: not a JSON object (line %d: %s)\n",
+                o->config_path ? o->config_path : o->preset, jerr.line, jerr.text);
+        json_decref(cfg);
+        return FHD_EXIT_CONFIG;
+    }
+    if (o->backend)
+        json_object_set_new(cfg, "backend", json_string(o->backend));
+    if (with_bench || o->have_envs)
+        json_object_set_new(cfg, "num_envs", json_integer((json_int_t)o->envs));
+    if (with_bench || o->have_seed)
+        json_object_set_new(cfg, "seed", json_integer((json_int_t)o->seed));
+    for (int i = 0; i < o->nsets; i++) {
+        const char *eq = strchr(o->sets[i], '=');
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - o->sets[i]), o->sets[i]);
+        json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+        json_object_set_new(cfg, key, v ? v : json_string(eq + 1));
+    }
+    *out = cfg;
+    return FHD_EXIT_OK;
+}
+
+/* Config value of `key`, else the manifest schema's default (NULL if neither). */
+static json_t *cfg_get(json_t *cfg, json_t *manifest, const char *key) {
+    json_t *v = json_object_get(cfg, key);
+    if (v)
+        return v;
+    json_t *schema = json_object_get(json_object_get(manifest, "config_schema"), key);
+    return json_object_get(schema, "default");
+}
+
+static int read_geom(json_t *cfg, json_t *manifest, bench_geom *g) {
+    memset(g, 0, sizeof(*g));
+    json_t *acts = cfg_get(cfg, manifest, "actions"), *hid = cfg_get(cfg, manifest, "hidden");
+    g->S = (uint32_t)json_integer_value(cfg_get(cfg, manifest, "obs_dim"));
+    g->B = (uint32_t)json_integer_value(cfg_get(cfg, manifest, "batch_size"));
+    g->capacity = (uint64_t)json_integer_value(cfg_get(cfg, manifest, "replay_capacity"));
+    g->dueling = json_is_true(cfg_get(cfg, manifest, "dueling"));
+    g->double_dqn = json_is_true(cfg_get(cfg, manifest, "double_dqn"));
+    g->D = (uint32_t)json_array_size(acts);
+    g->L = (uint32_t)json_array_size(hid);
+    if (!g->S || !g->B || !g->D || !g->L || g->L > 16)
+        return -1;
+    for (uint32_t d = 0; d < g->D; d++)
+        g->KT += (uint32_t)json_integer_value(json_array_get(acts, d));
+    for (uint32_t l = 0; l < g->L; l++)
+        g->hidden[l] = (uint32_t)json_integer_value(json_array_get(hid, l));
+    g->HO = g->KT + (uint32_t)g->dueling;
+    return 0;
+}
+
+/* GEMM floating-point operations of one update (2 per multiply-add), from the layout.
+ * Layer l maps in_l -> out_l (in_0 = S, torso widths H_l, head out = KT + dueling), and
+ *   F = sum_l 2 B in_l out_l                     one forward pass over the batch
+ *   forwards:  online(s), target(s'), and online(s') when double DQN: (2 + double) F
+ *   backward:  dW_l = dy_l^T x_l for every layer (F) and dx_l = dy_l W_l for every layer but
+ *              the first (F - 2 B S H_0): 2 F - 2 B S H_0
+ *   total = (4 + double) F - 2 B S H_0.
+ * Not counted: the spectral-norm matrix-vector products (O(in out) each, not O(B in out)),
+ * elementwise work (bias, ReLU, loss, clipping, Adam) and the sampling. */
+static double gemm_flops_per_update(const bench_geom *g) {
+    double F = 0.0, in = g->S;
+    for (uint32_t l = 0; l <= g->L; l++) {
+        double out = l < g->L ? g->hidden[l] : g->HO;
+        F += 2.0 * g->B * in * out;
+        in = out;
+    }
+    return (4.0 + g->double_dqn) * F - 2.0 * g->B * g->S * g->hidden[0];
+}
+
+/* ---- the learner under test ------------------------------------------------------------------ */
+
+typedef struct bench_run {
+    const fhd_api_v1 *api;
+    fhd_learner *L;
+    char sync_name[96]; /* smallest online tensor: reading it waits for the device */
+    uint64_t sync_count;
+    float sync_buf[64];
+} bench_run;
+
+static int api_fail(const bench_run *r, const char *what, int32_t rc) {
+    fprintf(stderr, "error: %s: %s: %s\n", what, r->api->status_name(rc),
+            r->api->last_error(r->L));
     return FHD_EXIT_FAILURE;
+}
+
+static int find_sync_tensor(bench_run *r) {
+    fhd_tensor_info ti = FHD_TENSOR_INFO_INIT;
+    r->sync_count = UINT64_MAX;
+    for (uint32_t i = 0; r->api->tensor_info(r->L, i, &ti) == FHD_OK; i++)
+        if (!strncmp(ti.name, "online.", 7) && ti.count < r->sync_count && ti.count <= 64) {
+            r->sync_count = ti.count;
+            snprintf(r->sync_name, sizeof r->sync_name, "%s", ti.name);
+        }
+    if (r->sync_count == UINT64_MAX) {
+        fprintf(stderr, "error: bench: the learner has no online tensor of <= 64 floats\n");
+        return FHD_EXIT_FAILURE;
+    }
+    return FHD_EXIT_OK;
+}
+
+/* Wait until the learner's queued work is done (a blocking read of a small tensor). */
+static int sync_learner(bench_run *r) {
+    int32_t rc = r->api->tensor_read(r->L, r->sync_name, r->sync_buf, r->sync_count);
+    return rc == FHD_OK ? FHD_EXIT_OK : api_fail(r, "tensor_read", rc);
+}
+
+/* Seconds of train(n) followed by the blocking read (wall, and the process's CPU time in
+ * *cpu when not NULL); the stats of the call in *st. */
+static int timed_train(bench_run *r, uint32_t n, fhd_train_stats *st, double *secs,
+                       double *cpu) {
+    *st = (fhd_train_stats)FHD_TRAIN_STATS_INIT;
+    double c0 = cpu_s(), t0 = now_s();
+    int32_t rc = r->api->train(r->L, n, st);
+    if (rc != FHD_OK)
+        return api_fail(r, "train", rc);
+    int e = sync_learner(r);
+    *secs = now_s() - t0;
+    if (cpu)
+        *cpu = cpu_s() - c0;
+    if (e != FHD_EXIT_OK)
+        return e;
+    if (st->updates_done != n || !isfinite(st->loss) || !isfinite(st->grad_norm)) {
+        fprintf(stderr, "error: train(%u) did %u updates; loss %g, grad norm %g\n", n,
+                st->updates_done, (double)st->loss, (double)st->grad_norm);
+        return FHD_EXIT_FAILURE;
+    }
+    return FHD_EXIT_OK;
+}
+
+/* Synthetic data: `rows` consecutive observations (transition j: obs row j, next row j+1),
+ * and per-row actions, rewards and terminal flags. */
+typedef struct bench_data {
+    uint32_t rows; /* usable start rows; the arrays hold rows + envs + 1 */
+    float *obs, *rew;
+    int32_t *act;
+    uint8_t *term, *trunc;
+} bench_data;
+
+static int make_data(bench_data *d, const bench_geom *g, json_t *cfg, json_t *manifest,
+                     uint32_t envs, uint64_t seed) {
+    uint64_t rows = (16ull << 20) / g->S; /* at most 64 MiB of observations */
+    rows = rows > 4096 ? 4096 : rows < 128 ? 128 : rows;
+    d->rows = (uint32_t)rows;
+    const uint64_t n = rows + envs + 1;
+    d->obs = malloc(sizeof(float) * n * g->S);
+    d->rew = malloc(sizeof(float) * n);
+    d->act = malloc(sizeof(int32_t) * n * g->D);
+    d->term = malloc(n);
+    d->trunc = calloc(n, 1);
+    if (!d->obs || !d->rew || !d->act || !d->term || !d->trunc) {
+        fprintf(stderr, "error: bench: out of memory for the synthetic data\n");
+        return FHD_EXIT_FAILURE;
+    }
+    json_t *acts = cfg_get(cfg, manifest, "actions");
+    uint64_t s = seed ^ 0x62656e63682d6461ull; /* "bench-da" */
+    for (uint64_t i = 0; i < n * g->S; i++)
+        d->obs[i] = 2.0f * rand01(&s) - 1.0f;
+    for (uint64_t i = 0; i < n; i++) {
+        d->rew[i] = 2.0f * rand01(&s) - 1.0f;
+        d->term[i] = rand01(&s) < 0.01f;
+        for (uint32_t k = 0; k < g->D; k++) {
+            uint64_t K = (uint64_t)json_integer_value(json_array_get(acts, k));
+            d->act[i * g->D + k] = (int32_t)(splitmix64(&s) % K);
+        }
+    }
+    return FHD_EXIT_OK;
+}
+
+static void free_data(bench_data *d) {
+    free(d->obs);
+    free(d->rew);
+    free(d->act);
+    free(d->term);
+    free(d->trunc);
+}
+
+/* observe `count` transitions (rounded up to whole calls of `envs`); *secs: wall time. */
+static int fill_replay(bench_run *r, const bench_data *d, const bench_geom *g, uint32_t envs,
+                       uint64_t count, double *secs) {
+    fhd_transitions t = FHD_TRANSITIONS_INIT;
+    t.num_envs = envs;
+    double t0 = now_s();
+    for (uint64_t done = 0, c = 0; done < count; done += envs, c++) {
+        const uint64_t off = (c * envs) % d->rows;
+        t.obs = d->obs + off * g->S;
+        t.next_obs = d->obs + (off + 1) * g->S;
+        t.actions = d->act + off * g->D;
+        t.rewards = d->rew + off;
+        t.terminated = d->term + off;
+        t.truncated = d->trunc + off;
+        int32_t rc = r->api->observe(r->L, &t);
+        if (rc != FHD_OK)
+            return api_fail(r, "observe", rc);
+    }
+    int e = sync_learner(r);
+    *secs = now_s() - t0;
+    return e;
+}
+
+/* Greedy act latency for n observations: median and p90 over `calls` calls (microseconds). */
+static int time_act(bench_run *r, const bench_data *d, const bench_geom *g, uint32_t n,
+                    uint64_t calls, double *median, double *p90) {
+    int32_t *actions = malloc(sizeof(int32_t) * n * g->D);
+    double *us = malloc(sizeof(double) * calls);
+    if (!actions || !us) {
+        free(actions);
+        free(us);
+        fprintf(stderr, "error: bench: out of memory\n");
+        return FHD_EXIT_FAILURE;
+    }
+    fhd_act_args a = FHD_ACT_ARGS_INIT;
+    a.num_obs = n;
+    a.actions = actions;
+    a.explore = 0;
+    int e = FHD_EXIT_OK;
+    for (uint64_t i = 0; i < calls + 20 && e == FHD_EXIT_OK; i++) {
+        a.obs = d->obs + ((i * n) % (d->rows - n)) * g->S;
+        double t0 = now_s();
+        int32_t rc = r->api->act(r->L, &a);
+        double dt = now_s() - t0;
+        if (rc != FHD_OK)
+            e = api_fail(r, "act", rc);
+        else if (i >= 20)
+            us[i - 20] = dt * 1e6;
+    }
+    for (uint32_t i = 0; i < n * g->D && e == FHD_EXIT_OK; i++)
+        if (actions[i] < 0) {
+            fprintf(stderr, "error: act returned action %d\n", actions[i]);
+            e = FHD_EXIT_FAILURE;
+        }
+    if (e == FHD_EXIT_OK) {
+        qsort(us, calls, sizeof(double), cmp_double);
+        *median = percentile(us, calls, 50.0);
+        *p90 = percentile(us, calls, 90.0);
+    }
+    free(actions);
+    free(us);
+    return e;
+}
+
+/* The learner's metrics, parsed (NULL on failure). The text can grow between the size query
+ * and the read (uptime_seconds and the rates change length), so ask with room to spare and
+ * retry once with the new size. */
+static json_t *read_metrics(bench_run *r) {
+    size_t need = 0;
+    r->api->metrics(r->L, NULL, 0, &need);
+    json_t *m = NULL;
+    for (int attempt = 0; attempt < 2 && !m; attempt++) {
+        size_t cap = need + 256;
+        char *buf = malloc(cap);
+        if (buf && r->api->metrics(r->L, buf, cap, &need) == FHD_OK)
+            m = json_loads(buf, 0, NULL);
+        free(buf);
+    }
+    if (!m)
+        fprintf(stderr, "warning: bench: cannot read the learner's metrics: %s\n",
+                r->api->last_error(r->L));
+    return m;
+}
+
+static void host_cpu(char *out, size_t cap) {
+    snprintf(out, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            const char *c = strchr(line, ':');
+            if (c) {
+                c += 1 + (c[1] == ' ');
+                snprintf(out, cap, "%.*s", (int)strcspn(c, "\n"), c);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* ---- the command ----------------------------------------------------------------------------- */
+
+typedef struct bench_result {
+    uint64_t fill, replay_size, warmup, updates, repeats;
+    double observe_per_s, est_us;
+    double *run_us; /* (repeats) sorted */
+    double *cpu_us; /* (repeats) process CPU microseconds per update, sorted */
+    double cpu_med;
+    double us_min, us_p10, us_med, us_p90, us_max;
+    double act1, act1_p90, act64, act64_p90;
+    double flops;
+    fhd_train_stats last;
+} bench_result;
+
+static int run_bench(const bench_opts *o, bench_run *r, json_t *cfg, json_t *manifest,
+                     const bench_geom *g, bench_result *res) {
+    int e = find_sync_tensor(r);
+    if (e != FHD_EXIT_OK)
+        return e;
+    json_t *m = read_metrics(r);
+    const char *be = json_string_value(json_object_get(m, "backend"));
+    const int cuda = be && !strcmp(be, "cuda");
+    json_decref(m);
+
+    /* 1. fill */
+    const uint32_t envs = (uint32_t)o->envs;
+    uint64_t fill = o->fill;
+    if (!o->have_fill) {
+        fill = 16ull * g->B > 65536 ? 16ull * g->B : 65536;
+        fill = fill < g->capacity ? fill : g->capacity;
+    }
+    fill = (fill + envs - 1) / envs * envs;
+    bench_data d = {0};
+    e = make_data(&d, g, cfg, manifest, envs, o->seed);
+    double secs = 0.0;
+    if (e == FHD_EXIT_OK)
+        e = fill_replay(r, &d, g, envs, fill, &secs);
+    res->fill = fill;
+    res->observe_per_s = secs > 0 ? (double)fill / secs : 0.0;
+    if (e == FHD_EXIT_OK) {
+        m = read_metrics(r);
+        res->replay_size = (uint64_t)json_integer_value(json_object_get(m, "replay_size"));
+        json_decref(m);
+        if (res->replay_size < g->B) {
+            fprintf(stderr, "error: bench: the replay holds %llu transitions after the fill; "
+                            "batch_size %u are needed (raise --fill)\n",
+                    (unsigned long long)res->replay_size, g->B);
+            e = FHD_EXIT_USAGE;
+        }
+    }
+
+    /* 2. warm-up: fixed count, or growing chunks for 0.3 s; the last chunk estimates t */
+    fhd_train_stats st;
+    if (e == FHD_EXIT_OK && o->have_warmup) {
+        res->warmup = o->warmup;
+        if (o->warmup)
+            e = timed_train(r, (uint32_t)o->warmup, &st, &secs, NULL);
+        res->est_us = o->warmup ? secs * 1e6 / (double)o->warmup : 0.0;
+    } else if (e == FHD_EXIT_OK) {
+        double t0 = now_s();
+        for (uint32_t chunk = cuda ? 100 : 5; e == FHD_EXIT_OK; chunk *= 2) {
+            e = timed_train(r, chunk, &st, &secs, NULL);
+            res->warmup += chunk;
+            res->est_us = secs * 1e6 / chunk;
+            if (now_s() - t0 > 0.3 || res->warmup > 100000)
+                break;
+        }
+    }
+    if (e == FHD_EXIT_OK && !o->have_updates && !(res->est_us > 0.0)) {
+        e = timed_train(r, 10, &st, &secs, NULL); /* --warmup 0: estimate from 10 updates */
+        res->est_us = secs * 1e5;
+    }
+
+    /* 3. timed runs */
+    res->updates = o->updates;
+    if (!o->have_updates) {
+        double n = ceil(0.25e6 / res->est_us);
+        n = n < 10 ? 10 : n > 1000000 ? 1000000 : n;
+        res->updates = (uint64_t)(cuda && n < 1000 ? 1000 : n);
+    }
+    res->repeats = o->repeats;
+    res->run_us = calloc(o->repeats, sizeof(double));
+    if (!res->run_us && e == FHD_EXIT_OK) {
+        fprintf(stderr, "error: bench: out of memory\n");
+        e = FHD_EXIT_FAILURE;
+    }
+    res->cpu_us = calloc(o->repeats, sizeof(double));
+    if (!res->cpu_us && e == FHD_EXIT_OK) {
+        fprintf(stderr, "error: bench: out of memory\n");
+        e = FHD_EXIT_FAILURE;
+    }
+    for (uint64_t k = 0; k < o->repeats && e == FHD_EXIT_OK; k++) {
+        double cpu = 0.0;
+        e = timed_train(r, (uint32_t)res->updates, &res->last, &secs, &cpu);
+        res->run_us[k] = secs * 1e6 / (double)res->updates;
+        res->cpu_us[k] = cpu * 1e6 / (double)res->updates;
+    }
+    if (e == FHD_EXIT_OK) {
+        const size_t n = (size_t)o->repeats;
+        qsort(res->cpu_us, n, sizeof(double), cmp_double);
+        res->cpu_med = percentile(res->cpu_us, n, 50.0);
+        qsort(res->run_us, n, sizeof(double), cmp_double);
+        res->us_min = res->run_us[0];
+        res->us_p10 = percentile(res->run_us, n, 10.0);
+        res->us_med = percentile(res->run_us, n, 50.0);
+        res->us_p90 = percentile(res->run_us, n, 90.0);
+        res->us_max = res->run_us[n - 1];
+    }
+
+    /* 4. act latency */
+    if (e == FHD_EXIT_OK)
+        e = time_act(r, &d, g, 1, o->act_calls, &res->act1, &res->act1_p90);
+    if (e == FHD_EXIT_OK)
+        e = time_act(r, &d, g, 64, o->act_calls, &res->act64, &res->act64_p90);
+    free_data(&d);
+    res->flops = gemm_flops_per_update(g);
+    return e;
+}
+
+static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
+                         const bench_result *res, json_t *metrics) {
+    const char *label = o->preset ? o->preset : o->config_path;
+    const char *backend = json_string_value(json_object_get(metrics, "backend"));
+    const char *device = json_string_value(json_object_get(metrics, "device"));
+    const double ups = 1e6 / res->us_med;
+    const double tflops = res->flops * ups / 1e12;
+    char cpu[256];
+    host_cpu(cpu, sizeof cpu);
+    const char *obt = getenv("OPENBLAS_NUM_THREADS");
+    if (o->json) {
+        json_t *j = json_object();
+        json_object_set_new(j, "preset", json_string(label));
+        json_object_set_new(j, "impl", json_string("foxhunt-dqn"));
+        json_object_set_new(j, "backend", json_string(backend ? backend : "?"));
+        json_object_set_new(j, "device", json_string(device ? device : "?"));
+        json_object_set_new(j, "host_cpu", json_string(cpu));
+        json_object_set_new(j, "host_cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
+        json_object_set_new(j, "openblas_num_threads", obt ? json_string(obt) : json_null());
+        json_object_set_new(j, "config", json_deep_copy(cfg));
+        json_object_set_new(j, "batch_size", json_integer(g->B));
+        json_object_set_new(j, "fill", json_integer((json_int_t)res->fill));
+        json_object_set_new(j, "replay_size", json_integer((json_int_t)res->replay_size));
+        json_object_set_new(j, "warmup", json_integer((json_int_t)res->warmup));
+        json_object_set_new(j, "updates", json_integer((json_int_t)res->updates));
+        json_object_set_new(j, "repeats", json_integer((json_int_t)res->repeats));
+        json_object_set_new(j, "timing",
+                            json_string("host clock around train(N) + one blocking read"));
+        json_object_set_new(j, "us_per_update_min", json_real(res->us_min));
+        json_object_set_new(j, "us_per_update_p10", json_real(res->us_p10));
+        json_object_set_new(j, "us_per_update_median", json_real(res->us_med));
+        json_object_set_new(j, "us_per_update_p90", json_real(res->us_p90));
+        json_object_set_new(j, "us_per_update_max", json_real(res->us_max));
+        json_t *runs = json_array();
+        for (uint64_t k = 0; k < res->repeats; k++)
+            json_array_append_new(runs, json_real(res->run_us[k]));
+        json_object_set_new(j, "us_per_update_runs", runs);
+        json_object_set_new(j, "cpu_us_per_update_median", json_real(res->cpu_med));
+        json_object_set_new(j, "updates_per_second", json_real(ups));
+        json_object_set_new(j, "samples_per_second", json_real(ups * g->B));
+        json_object_set_new(j, "gemm_flops_per_update", json_real(res->flops));
+        json_object_set_new(j, "tflops", json_real(tflops));
+        json_object_set_new(j, "peak_tflops",
+                            o->peak_tflops > 0 ? json_real(o->peak_tflops) : json_null());
+        json_object_set_new(j, "peak_fraction", o->peak_tflops > 0
+                                                    ? json_real(tflops / o->peak_tflops)
+                                                    : json_null());
+        json_object_set_new(j, "act_us_1", json_real(res->act1));
+        json_object_set_new(j, "act_us_1_p90", json_real(res->act1_p90));
+        json_object_set_new(j, "act_us_64", json_real(res->act64));
+        json_object_set_new(j, "act_us_64_p90", json_real(res->act64_p90));
+        json_object_set_new(j, "act_calls", json_integer((json_int_t)o->act_calls));
+        json_object_set_new(j, "observe_per_second", json_real(res->observe_per_s));
+        json_object_set_new(j, "observe_envs", json_integer((json_int_t)o->envs));
+        json_object_set_new(j, "loss_last", json_real(res->last.loss));
+        json_object_set_new(j, "metrics_updates_per_second",
+                            json_deep_copy(json_object_get(metrics, "updates_per_second")));
+        char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(7));
+        if (s)
+            puts(s);
+        free(s);
+        json_decref(j);
+        return;
+    }
+    printf("fhd-host bench: preset %s, backend %s, device %s\n", label, backend ? backend : "?",
+           device ? device : "?");
+    printf("  host            %s, %ld cores, OPENBLAS_NUM_THREADS=%s\n", cpu,
+           sysconf(_SC_NPROCESSORS_ONLN), obt ? obt : "(unset)");
+    printf("  network         S=%u hidden", g->S);
+    for (uint32_t l = 0; l < g->L; l++)
+        printf("%s%u", l ? "x" : " ", g->hidden[l]);
+    printf(" head %u (KT %u, D %u), batch %u, %s\n", g->HO, g->KT, g->D, g->B,
+           g->double_dqn ? "double DQN" : "max target");
+    printf("  replay          %llu transitions observed (%llu per call), %.3g transitions/s\n",
+           (unsigned long long)res->fill, (unsigned long long)o->envs, res->observe_per_s);
+    printf("  timing          %llu warm-up updates, then %llu runs of train(%llu); host clock "
+           "around train(N) + one blocking read\n",
+           (unsigned long long)res->warmup, (unsigned long long)res->repeats,
+           (unsigned long long)res->updates);
+    printf("  us/update       median %.2f  (min %.2f, p10 %.2f, p90 %.2f, max %.2f)\n",
+           res->us_med, res->us_min, res->us_p10, res->us_p90, res->us_max);
+    printf("  process CPU     median %.2f us/update (all threads)\n", res->cpu_med);
+    printf("  updates/s       %.1f\n", ups);
+    printf("  samples/s       %.4g\n", ups * g->B);
+    printf("  GEMM            %.4g FLOP/update, %.4f TFLOP/s", res->flops, tflops);
+    if (o->peak_tflops > 0)
+        printf(" (%.1f%% of %.4g)", 100.0 * tflops / o->peak_tflops, o->peak_tflops);
+    printf("\n  act (greedy)    1 obs: median %.2f us (p90 %.2f); 64 obs: median %.2f us "
+           "(p90 %.2f)\n",
+           res->act1, res->act1_p90, res->act64, res->act64_p90);
+    printf("  last loss       %.6g\n", (double)res->last.loss);
+}
+
+int fhd_cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != FHD_EXIT_OK)
+        return rc;
+    if (o.help) {
+        fputs(bench_usage, stdout);
+        return FHD_EXIT_OK;
+    }
+    if (o.list) {
+        for (size_t i = 0; i < NUM_PRESETS; i++)
+            printf("%-6s %s\n", presets[i].name, presets[i].summary);
+        return FHD_EXIT_OK;
+    }
+    json_t *cfg = NULL;
+    rc = build_config(&o, !o.print_config, &cfg);
+    if (rc != FHD_EXIT_OK)
+        return rc;
+    if (o.print_config) {
+        char *s = json_dumps(cfg, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        if (s)
+            puts(s);
+        free(s);
+        json_decref(cfg);
+        return FHD_EXIT_OK;
+    }
+    fhd_host_plugin p;
+    rc = fhd_host_load(&p, o.plugin);
+    if (rc != FHD_EXIT_OK) {
+        fhd_host_unload(&p);
+        json_decref(cfg);
+        return rc;
+    }
+    bench_geom g;
+    bench_result res;
+    memset(&res, 0, sizeof res);
+    bench_run r = {p.api, NULL, {0}, 0, {0}};
+    char *text = json_dumps(cfg, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    fhd_error err = FHD_ERROR_INIT;
+    int32_t st = text ? p.api->init(text, strlen(text), &r.L, &err) : FHD_ERR_OUT_OF_MEMORY;
+    free(text);
+    if (st != FHD_OK) {
+        fhd_host_print_error(&p, o.preset ? o.preset : o.config_path, &err);
+        rc = st == FHD_ERR_BACKEND_UNAVAILABLE || st == FHD_ERR_OUT_OF_MEMORY ? FHD_EXIT_FAILURE
+                                                                              : FHD_EXIT_CONFIG;
+    } else if (read_geom(cfg, p.manifest, &g) != 0) {
+        fprintf(stderr, "error: bench: cannot read the network's shape from the config\n");
+        rc = FHD_EXIT_CONFIG;
+    } else {
+        rc = run_bench(&o, &r, cfg, p.manifest, &g, &res);
+        if (rc == FHD_EXIT_OK) {
+            json_t *m = read_metrics(&r);
+            print_result(&o, cfg, &g, &res, m);
+            json_decref(m);
+        }
+    }
+    free(res.run_us);
+    free(res.cpu_us);
+    p.api->destroy(r.L);
+    fhd_host_unload(&p);
+    json_decref(cfg);
+    return rc;
 }

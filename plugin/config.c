@@ -271,9 +271,11 @@ static int32_t schema_load(schema *s, char *msg, size_t cap) {
     memset(s, 0, sizeof *s);
     s->manifest = json_loads(fhd__manifest_json, 0, &jerr);
     if (!s->manifest) {
-        snprintf(msg, cap, "line %d: %s", jerr.line, jerr.text);
-        return json_error_code(&jerr) == json_error_out_of_memory ? FHD_ERR_OUT_OF_MEMORY
-                                                                  : FHD_ERR_INTERNAL;
+        /* The embedded text is valid JSON (tests/config parses it), so this is an allocation
+         * failure, whatever error jansson's lexer reports for it (akheron/jansson#362). */
+        snprintf(msg, cap, "out of memory while parsing the embedded manifest.json (line %d: %s)",
+                 jerr.line, jerr.text);
+        return FHD_ERR_OUT_OF_MEMORY;
     }
     cs = json_object_get(s->manifest, "config_schema");
     limits = json_object_get(s->manifest, "limits");
@@ -895,7 +897,10 @@ int32_t fhd__config_parse(const char *json, size_t len, fhd__config *cfg, fhd_er
                     json == NULL ? "the config text" : "the config output");
     rc = schema_load(&s, msg, sizeof msg);
     if (rc != FHD_OK)
-        return fail(err, rc, 0, 0, "", "manifest.json embedded in the library is invalid: %s", msg);
+        return fail(err, rc, 0, 0, "",
+                    rc == FHD_ERR_OUT_OF_MEMORY ? "%s"
+                                                : "manifest.json embedded in the library is invalid: %s",
+                    msg);
     root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (root == NULL) {
         rc = load_error(&s, json, len, &je, err);

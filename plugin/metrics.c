@@ -23,31 +23,45 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     double recent = 0.0;
     for (uint32_t i = 0; i < L->recent_count; i++)
         recent += L->recent[i];
-    json_object_set_new(o, "backend", json_string(L->ops->name));
-    json_object_set_new(o, "backend_requested", json_string(backend_kind_name(L->backend_requested)));
-    json_object_set_new(o, "backend_fallback_reason", json_string(L->fallback_reason));
-    json_object_set_new(o, "device", json_string(L->ops->device_name(L->be)));
-    json_object_set_new(o, "env_steps", json_integer((json_int_t)L->env_steps));
-    json_object_set_new(o, "updates", json_integer((json_int_t)sc.updates));
-    json_object_set_new(o, "episodes", json_integer((json_int_t)L->episodes));
-    json_object_set_new(o, "replay_size", json_integer((json_int_t)sc.replay_size));
-    json_object_set_new(o, "replay_capacity", json_integer((json_int_t)L->cfg.replay_capacity));
-    json_object_set_new(o, "epsilon", json_real(fhd__epsilon(&L->cfg, L->env_steps)));
+    /* json_object_set_new fails (and drops the key) when the value could not be allocated:
+     * report that as out of memory rather than return an object with keys missing */
+    int bad = 0;
+#define SET(key, value) (bad |= json_object_set_new(o, (key), (value)))
+    SET("backend", json_string(L->ops->name));
+    SET("backend_requested", json_string(backend_kind_name(L->backend_requested)));
+    SET("backend_fallback_reason", json_string(L->fallback_reason));
+    SET("device", json_string(L->ops->device_name(L->be)));
+    SET("env_steps", json_integer((json_int_t)L->env_steps));
+    SET("updates", json_integer((json_int_t)sc.updates));
+    SET("episodes", json_integer((json_int_t)L->episodes));
+    SET("replay_size", json_integer((json_int_t)sc.replay_size));
+    SET("replay_capacity", json_integer((json_int_t)L->cfg.replay_capacity));
+    SET("epsilon", json_real(fhd__epsilon(&L->cfg, L->env_steps)));
     /* training statistics and the update they belong to */
-    json_object_set_new(o, "stats_update", json_integer((json_int_t)us.update_index));
-    json_object_set_new(o, "loss", json_real(us.loss));
-    json_object_set_new(o, "td_abs_mean", json_real(us.td_abs_mean));
-    json_object_set_new(o, "q_mean", json_real(us.q_mean));
-    json_object_set_new(o, "grad_norm", json_real(us.grad_norm));
-    json_object_set_new(o, "beta", json_real(L->cfg.replay == FHD_REPLAY_PRIORITIZED ? us.beta : 0.0));
-    json_object_set_new(o, "updates_per_second",
-                        json_real(L->train_seconds > 0 ? (double)L->timed_updates / L->train_seconds
-                                                       : 0.0));
-    json_object_set_new(o, "episode_return_last", json_real(L->last_episode_return));
-    json_object_set_new(o, "episode_return_mean_100",
-                        json_real(L->recent_count ? recent / L->recent_count : 0.0));
-    json_object_set_new(o, "uptime_seconds", json_real(fhd__now() - L->created_at));
-    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    SET("stats_update", json_integer((json_int_t)us.update_index));
+    SET("loss", json_real(us.loss));
+    SET("td_abs_mean", json_real(us.td_abs_mean));
+    SET("q_mean", json_real(us.q_mean));
+    SET("grad_norm", json_real(us.grad_norm));
+    SET("beta", json_real(L->cfg.replay == FHD_REPLAY_PRIORITIZED ? us.beta : 0.0));
+    SET("updates_per_second",
+        json_real(L->train_seconds > 0 ? (double)L->timed_updates / L->train_seconds : 0.0));
+    SET("episode_return_last", json_real(L->last_episode_return));
+    SET("episode_return_mean_100", json_real(L->recent_count ? recent / L->recent_count : 0.0));
+    SET("uptime_seconds", json_real(fhd__now() - L->created_at));
+#undef SET
+    /* Not json_dumps: when its buffer cannot grow it leaves an object key out and still
+     * returns the text (jansson does not check dump_string for keys). json_dumpb into a buffer
+     * measured first cannot lose anything. */
+    const size_t flags = JSON_COMPACT | JSON_REAL_PRECISION(9);
+    const size_t len = bad ? 0 : json_dumpb(o, NULL, 0, flags);
+    char *s = len ? malloc(len + 1) : NULL;
+    if (s && json_dumpb(o, s, len, flags) == len) {
+        s[len] = '\0';
+    } else {
+        free(s);
+        s = NULL;
+    }
     json_decref(o);
     if (!s)
         return fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "metrics: out of memory");

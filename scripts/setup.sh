@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # Debian packages: toolchain, jansson, OpenBLAS, the Debian python with torch (parity tests
 # use /usr/bin/python3), gnuplot for learning curves, clang for the fuzzers.
 DEB_PACKAGES="build-essential cmake pkg-config libjansson-dev libopenblas-dev python3 python3-numpy
-python3-torch gnuplot-nox clang libclang-rt-14-dev"
+python3-torch python3-pip gnuplot-nox clang libclang-rt-14-dev"
 missing=""
 for p in $DEB_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -29,5 +29,10 @@ if ! $PY -c "import numpy, gymnasium, pytest, safetensors" 2>/dev/null; then
   echo "setup: installing Python packages for $PY"
   $PY -m pip install -q --disable-pip-version-check numpy gymnasium pytest safetensors ||
     $PY -m pip install -q --disable-pip-version-check --break-system-packages numpy gymnasium pytest safetensors
+fi
+# The Debian python (torch for the parity and checkpoint tests) also reads safetensors files.
+if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
+  echo "setup: installing safetensors for /usr/bin/python3"
+  /usr/bin/python3 -m pip install -q --disable-pip-version-check --break-system-packages safetensors
 fi
 echo "setup: ok"
