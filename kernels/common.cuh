@@ -1,0 +1,83 @@
+/* common.cuh - device helpers shared by the kernels (device code only; include from .cu files).
+ *
+ * Reductions are written so that their result does not depend on thread or block scheduling:
+ * warp shuffles in a fixed butterfly, shared-memory sums over warps in index order, and
+ * cross-block sums done by the last block to finish (last_block_done) over per-block partials
+ * in block order. No float atomics anywhere: the CUDA backend is bitwise reproducible run to
+ * run.
+ */
+#ifndef FHD_KERNELS_COMMON_CUH
+#define FHD_KERNELS_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#define FHD_FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float fhd_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(FHD_FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double fhd_warp_sum_d(double v) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(FHD_FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ uint64_t fhd_warp_min_u64(uint64_t v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        uint64_t w = __shfl_xor_sync(FHD_FULL_MASK, v, o);
+        v = w < v ? w : v;
+    }
+    return v;
+}
+
+/* Sum of one double per thread over the block (blockDim.x a multiple of 32, <= 1024); the
+ * result is returned to every thread. scratch: 32 doubles of shared memory. */
+__device__ __forceinline__ double fhd_block_sum_d(double v, double *scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = fhd_warp_sum_d(v);
+    __syncthreads(); /* scratch may still be read by a previous call */
+    if (lane == 0)
+        scratch[warp] = v;
+    __syncthreads();
+    double s = 0.0;
+    for (int w = 0; w < nw; w++) /* fixed order: every thread computes the same sum */
+        s += scratch[w];
+    return s;
+}
+
+/* The last-block-done pattern: every block calls this after writing its partial results;
+ * it returns true (in all threads) in exactly one block, the last one to arrive, which may
+ * then read every other block's partials (with __ldcg). The counter is reset by that block,
+ * so the kernel can be replayed (graphs) without a memset. */
+__device__ __forceinline__ bool fhd_last_block_done(unsigned int *counter, unsigned int nblocks) {
+    __shared__ bool fhd_is_last;
+    __threadfence(); /* this block's partials are visible device-wide before it is counted */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned int prev = atomicAdd(counter, 1u);
+        fhd_is_last = (prev == nblocks - 1);
+        if (fhd_is_last)
+            *counter = 0u;
+    }
+    __syncthreads();
+    if (fhd_is_last)
+        __threadfence();
+    return fhd_is_last;
+}
+
+/* Round-to-nearest float operations that the compiler never fuses into an FMA: they mirror the
+ * CPU reference (compiled without FMA contraction) wherever a formula mixes * and +. */
+#define FHD_FMUL(a, b) __fmul_rn((a), (b))
+#define FHD_FADD(a, b) __fadd_rn((a), (b))
+#define FHD_FSUB(a, b) __fsub_rn((a), (b))
+
+/* Ceiling division for launch sizes. */
+__host__ __device__ __forceinline__ uint64_t fhd_cdiv(uint64_t a, uint64_t b) {
+    return (a + b - 1) / b;
+}
+
+#endif

@@ -1,0 +1,48 @@
+/* device_state.cuh - the small device-resident state the kernels share (host-includable).
+ *
+ * One 64-byte struct lives in device memory. The training kernels read the update counter from
+ * it (sampling counter, beta annealing, Adam step, target-update interval: all decided on the
+ * device, so a captured graph replays unchanged), and write their statistics into it. After each
+ * train() call the whole struct is copied asynchronously into a pinned snapshot buffer.
+ */
+#ifndef FHD_KERNELS_DEVICE_STATE_CUH
+#define FHD_KERNELS_DEVICE_STATE_CUH
+
+#include <stdint.h>
+
+typedef struct fhd__dev_scalars {
+    uint64_t updates;      /* updates done; read by every kernel of an update, +1 by adam's last block */
+    uint64_t replay_size;  /* filled replay slots (uniform sampling draws below it) */
+    uint64_t max_q;        /* running max of quantised priorities (new transitions get it) */
+    uint64_t stats_update; /* the update the statistics below belong to (0: none yet) */
+    float loss, td_abs_mean, q_mean, grad_norm, beta;
+    float reserved[3];
+} fhd__dev_scalars;
+
+#ifdef __cplusplus
+static_assert(sizeof(fhd__dev_scalars) == 64, "fhd__dev_scalars is one 64-byte record");
+#endif
+
+/* Beta of update u (PER importance-sampling exponent annealed linearly to 1), computed in double
+ * exactly as the CPU reference: beta0 + (1 - beta0) * min(1, u / steps), then rounded to float.
+ * Written with uncontracted operations so host and device agree bit for bit. */
+#if defined(__CUDACC__)
+__host__ __device__ __forceinline__
+#else
+static inline
+#endif
+float fhd__beta_at(double beta0, uint64_t steps, uint64_t u) {
+#if defined(__CUDA_ARCH__)
+    double f = __ddiv_rn((double)u, (double)steps);
+    if (f > 1.0)
+        f = 1.0;
+    return (float)__dadd_rn(beta0, __dmul_rn(__dsub_rn(1.0, beta0), f));
+#else
+    double f = (double)u / (double)steps;
+    if (f > 1.0)
+        f = 1.0;
+    return (float)(beta0 + (1.0 - beta0) * f);
+#endif
+}
+
+#endif

@@ -1,0 +1,44 @@
+/* sample.cuh - replay sampling fused with the batch gather (host-includable declarations).
+ *
+ * Mirrors the CPU reference's sample_batch (plugin/cpu/cpu_backend.c): for update u = the device
+ * counter, row j draws r = Philox(seed, SAMPLE, u, j); prioritized: stratified target
+ * fhd__stratum_target(total, B, j, r) and the integer tree descent of sumtree.h; uniform:
+ * fhd__rng_below64(r, replay_size). The sampled rows are gathered straight into the batch
+ * buffers, and the leaf priority of each sample and the batch minimum (for the IS weights) are
+ * kept for the loss kernel.
+ */
+#ifndef FHD_KERNELS_SAMPLE_CUH
+#define FHD_KERNELS_SAMPLE_CUH
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#include "device_state.cuh"
+
+typedef struct fhd__sample_args {
+    const fhd__dev_scalars *st; /* updates (RNG counter), replay_size */
+    const uint64_t *nodes;      /* (2 * leaves) sum tree, prioritized only */
+    uint32_t leaves;
+    int prioritized;
+    uint64_t seed;
+    uint32_t B, S, D;
+    const float *r_obs, *r_next;   /* (N, S) */
+    const int32_t *r_act;          /* (N, D) */
+    const float *r_ret, *r_disc;   /* (N) */
+    float *g_obs, *g_next;         /* (B, S) each */
+    int32_t *g_act;                /* (B, D) */
+    float *g_ret, *g_disc;         /* (B) */
+    uint32_t *idx;                 /* (B) sampled slots, non-decreasing when prioritized */
+    uint64_t *q;                   /* (B) leaf priority of each sample (prioritized) */
+    uint64_t *part_min;            /* (grid) per-block minimum of q */
+    unsigned int *done;            /* last-block counter */
+    uint64_t *qmin;                /* (1) batch minimum of q */
+} fhd__sample_args;
+
+/* Blocks of the launch (sizes part_min). */
+unsigned int fhd__cuda_sample_grid(uint32_t B);
+cudaError_t fhd__cuda_sample_gather(const fhd__sample_args *a, cudaStream_t stream);
+
+cudaError_t fhd__cuda_sample_preload(void);
+
+#endif

@@ -1,0 +1,55 @@
+/* spectral_norm.cuh - spectral normalisation of every normalised layer in one launch per phase
+ * (host-includable declarations). Mirrors fhd__sn_power_iteration / fhd__sn_sigma of cpu_ops.h.
+ *
+ * A launch runs a list of jobs, each a set of blocks working on one matrix W (m, k). The power
+ * iteration follows torch.nn.utils.parametrizations.spectral_norm: u first, then v.
+ *   SN_JOB_U       u = normalize(W v): blocks over 32-row tiles; the job's last block normalises
+ *                  (power iteration, first half; online layers)
+ *   SN_JOB_SIGMA   sigma = u . (W v) with the stored vectors (target layers each update; the
+ *                  online layers for act): blocks over 32-row tiles, per-block partial dots,
+ *                  the job's last block sums them
+ *   SN_JOB_V       r = W^T u, v = normalize(r), sigma = u . (W v) = r . v (second half), and
+ *                  |u|^2, |v|^2 for the gradient
+ * A training update launches [U for online layers + SIGMA for target layers], then [V for online
+ * layers]: two launches whatever the number of layers. The forward and backward GEMMs consume
+ * 1/sigma as their alpha (cuBLASLt device pointer mode), so W / sigma is never materialised.
+ */
+#ifndef FHD_KERNELS_SPECTRAL_NORM_CUH
+#define FHD_KERNELS_SPECTRAL_NORM_CUH
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+#define FHD_SN_MAX_JOBS 16
+
+enum { SN_JOB_V = 0, SN_JOB_SIGMA = 1, SN_JOB_U = 2 };
+
+typedef struct fhd__sn_job {
+    const float *W;       /* (m, k) raw weight */
+    float *u, *v;         /* (m), (k) power-iteration vectors (updated by V / U jobs) */
+    float *scratch;       /* (max(m, k)) unnormalised vector (U / V jobs) */
+    float *sigma;         /* (1) out: sigma (SIGMA / V jobs) */
+    float *inv_sigma;     /* (1) out: 1 / sigma (SIGMA / V jobs) */
+    float *norms;         /* (2) out, V jobs: |u|^2, |v|^2 after the iteration (SN gradient) */
+    double *partial;      /* (nblocks) per-block partial dots (SIGMA jobs) */
+    unsigned int *done;   /* last-block counter of the job */
+    uint32_t m, k;
+    uint32_t mode;        /* SN_JOB_* */
+    uint32_t block0, nblocks; /* the job's blocks in the grid (filled by fhd__cuda_sn_plan) */
+} fhd__sn_job;
+
+typedef struct fhd__sn_args {
+    fhd__sn_job job[FHD_SN_MAX_JOBS];
+    uint32_t njobs;
+    uint32_t nblocks; /* total grid */
+} fhd__sn_args;
+
+/* Blocks a job of this mode and shape needs. */
+uint32_t fhd__cuda_sn_job_blocks(uint32_t mode, uint32_t m, uint32_t k);
+/* Fill block0 / nblocks of every job and the total grid (>= 2 blocks). */
+void fhd__cuda_sn_plan(fhd__sn_args *a);
+cudaError_t fhd__cuda_sn_launch(const fhd__sn_args *a, cudaStream_t stream);
+
+cudaError_t fhd__cuda_spectral_norm_preload(void);
+
+#endif

@@ -1,0 +1,144 @@
+/* cuda_act.cpp - acting (greedy evaluation forward) and appending transitions to the replay.
+ *
+ * q_values: observations go up through a pinned buffer; spectral norm uses the stored u, v
+ * (sigma only, one launch); the forward GEMMs run on the main stream (so they see every
+ * update queued before); greedy actions (and Q values when asked) come back, and the call waits
+ * for them: the caller needs the actions.
+ * replay_add: rows are packed into one of two pinned staging buffers, copied asynchronously and
+ * scattered into the ring by one kernel that also sets the new leaves' priorities. A staging
+ * buffer is reused only once its previous copy has completed.
+ */
+#include <string.h>
+
+#include "cuda_internal.h"
+
+/* Forward plans of the act path for `rows` rows (cached by row count). */
+static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
+    for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++)
+        if (b->act_cache[i].rows == rows) {
+            *out = &b->act_cache[i];
+            return FHD_OK;
+        }
+    fhd__act_plans *p = &b->act_cache[b->act_cache_next];
+    b->act_cache_next = (b->act_cache_next + 1) % FHD_CUDA_ACT_CACHE;
+    for (uint32_t l = 0; l < FHD_MAXL; l++)
+        if (p->fwd[l].ready)
+            fhd__gemm_destroy(&p->fwd[l]);
+    p->rows = 0;
+    const uint32_t L = b->lo.L;
+    for (uint32_t l = 0; l <= L; l++) {
+        const float *x = l == 0 ? b->act_x : ((l - 1) % 2 == 0 ? b->act_a : b->act_b);
+        float *y = l == L ? b->act_head : (l % 2 == 0 ? b->act_a : b->act_b);
+        const float *alpha = b->lo.layers[l].sn ? b->sn_inv + 2 * FHD_MAX_HIDDEN_LAYERS + l
+                                                : b->d_one;
+        FHD_TRY(fhd__gemm_plan_forward(b, &p->fwd[l], 0, l, rows, x, y, alpha));
+    }
+    p->rows = rows;
+    *out = p;
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
+                           int32_t *greedy) {
+    const fhd__layout *lo = &b->lo;
+    const uint32_t S = lo->S, D = lo->D, KT = lo->KT, L = lo->L;
+    FHD_CK(b, cudaSetDevice(b->device));
+    if (b->has_sn)
+        FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn_eval, b->s_main));
+    for (uint32_t r0 = 0; r0 < n; r0 += b->act_rows) {
+        const uint32_t m = n - r0 < b->act_rows ? n - r0 : b->act_rows;
+        fhd__act_plans *p = NULL;
+        FHD_TRY(act_plans(b, m, &p));
+        memcpy(b->h_act_obs, obs + (size_t)r0 * S, sizeof(float) * m * S);
+        FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * S,
+                                  cudaMemcpyHostToDevice, b->s_main));
+        for (uint32_t l = 0; l <= L; l++)
+            FHD_TRY(fhd__gemm_run(b, &p->fwd[l], b->s_main, b->ws_main));
+        fhd__act_args a;
+        memset(&a, 0, sizeof a);
+        a.head = b->act_head;
+        a.q = q ? b->act_q : NULL;
+        a.greedy = b->act_greedy;
+        a.n = m;
+        a.D = D;
+        a.KT = KT;
+        a.HO = lo->head_out;
+        a.HOs = b->HOs;
+        a.dueling = lo->dueling;
+        for (uint32_t d = 0; d < D; d++) {
+            a.K[d] = lo->K[d];
+            a.k_off[d] = lo->k_off[d];
+        }
+        FHD_CK(b, fhd__cuda_act_head(&a, b->s_main));
+        FHD_CK(b, cudaMemcpyAsync(b->h_act_greedy, b->act_greedy, sizeof(int32_t) * m * D,
+                                  cudaMemcpyDeviceToHost, b->s_main));
+        if (q)
+            FHD_CK(b, cudaMemcpyAsync(b->h_act_q, b->act_q, sizeof(float) * m * KT,
+                                      cudaMemcpyDeviceToHost, b->s_main));
+        FHD_TRY(fhd__cuda_sync(b, b->s_main));
+        if (greedy)
+            memcpy(greedy + (size_t)r0 * D, b->h_act_greedy, sizeof(int32_t) * m * D);
+        if (q)
+            memcpy(q + (size_t)r0 * KT, b->h_act_q, sizeof(float) * m * KT);
+    }
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,
+                                const int32_t *actions, const float *returns,
+                                const float *next_obs, const float *disc) {
+    const uint32_t S = b->lo.S, D = b->lo.D;
+    FHD_CK(b, cudaSetDevice(b->device));
+    for (uint32_t r0 = 0; r0 < n; r0 += b->stage_rows) {
+        const uint32_t m = n - r0 < b->stage_rows ? n - r0 : b->stage_rows;
+        const int k = b->stage_next;
+        b->stage_next ^= 1;
+        cudaError_t e = cudaEventQuery(b->ev_stage[k]);
+        if (e == cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            FHD_TRY(fhd__cuda_sync_event(b, b->ev_stage[k]));
+        } else if (e != cudaSuccess) {
+            return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaEventQuery (replay staging)");
+        }
+        /* staging layout, packed for these m rows: obs (m, S) | next (m, S) | act (m, D) | ret |
+         * disc */
+        const uint32_t R = m;
+        float *h = b->h_stage[k];
+        memcpy(h, obs + (size_t)r0 * S, sizeof(float) * m * S);
+        memcpy(h + (size_t)R * S, next_obs + (size_t)r0 * S, sizeof(float) * m * S);
+        memcpy(h + (size_t)2 * R * S, actions + (size_t)r0 * D, sizeof(int32_t) * m * D);
+        float *tail = h + (size_t)2 * R * S + (size_t)R * D;
+        memcpy(tail, returns + r0, sizeof(float) * m);
+        memcpy(tail + R, disc + r0, sizeof(float) * m);
+        const size_t bytes = sizeof(float) * ((size_t)2 * R * S + (size_t)R * D + 2 * (size_t)R);
+        FHD_CK(b, cudaMemcpyAsync(b->d_stage, h, bytes, cudaMemcpyHostToDevice, b->s_main));
+        FHD_CK(b, cudaEventRecord(b->ev_stage[k], b->s_main));
+        const uint64_t new_size = b->size + m < b->N ? b->size + m : b->N;
+        fhd__replay_add_args a;
+        memset(&a, 0, sizeof a);
+        a.obs = b->d_stage;
+        a.next = b->d_stage + (size_t)R * S;
+        a.act = (const int32_t *)(b->d_stage + (size_t)2 * R * S);
+        a.ret = b->d_stage + (size_t)2 * R * S + (size_t)R * D;
+        a.disc = a.ret + R;
+        a.n = m;
+        a.pos = b->pos;
+        a.N = b->N;
+        a.S = S;
+        a.D = D;
+        a.r_obs = b->r_obs;
+        a.r_next = b->r_next;
+        a.r_act = b->r_act;
+        a.r_ret = b->r_ret;
+        a.r_disc = b->r_disc;
+        a.prioritized = b->prioritized;
+        a.nodes = b->nodes;
+        a.leaves = b->leaves;
+        a.st = b->st;
+        a.new_size = new_size;
+        FHD_CK(b, fhd__cuda_replay_add(&a, b->s_main));
+        b->pos = (b->pos + m) % b->N;
+        b->size = new_size;
+    }
+    return FHD_OK;
+}

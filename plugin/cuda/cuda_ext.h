@@ -1,0 +1,42 @@
+/* cuda_ext.h - state kinds only the CUDA backend answers, for its tests (plain C).
+ *
+ * They go through the backend's read() like the kinds of backend.h, with the element types
+ * below; the front never asks for them. Tests reach them as L->ops->read(L->be, kind, 0, count,
+ * dst) on a learner created with backend "cuda".
+ */
+#ifndef FHD_CUDA_EXT_H
+#define FHD_CUDA_EXT_H
+
+enum {
+    /* (1) uint64: stream / event / device synchronisations the backend has done (act,
+     * train_batch, read/write and staging waits; never in train()). */
+    FHD_CUDA_STATE_SYNC_COUNT = 0x1000,
+    /* (1) pointer-sized: the captured update graph (cudaGraph_t), owned by the backend. */
+    FHD_CUDA_STATE_GRAPH = 0x1001,
+    /* (FHD_CUDA_DEVPTR_COUNT) uint64: device address ranges, see FHD_CUDA_DEVPTR_*. */
+    FHD_CUDA_STATE_DEVPTRS = 0x1002,
+    /* (2 * leaves) uint64: the whole sum-tree node array (prioritized replay). */
+    FHD_CUDA_STATE_TREE = 0x1003,
+    /* (FHD_CUDA_INFO_COUNT) uint64: facts about the plan, see FHD_CUDA_INFO_*. */
+    FHD_CUDA_STATE_INFO = 0x1004
+};
+
+/* FHD_CUDA_STATE_DEVPTRS: base address and size in bytes of each device buffer. */
+enum {
+    FHD_CUDA_DEVPTR_PARAMS = 0, /* [0] address, [1] bytes: online + target parameters */
+    FHD_CUDA_DEVPTR_GRAD = 2,
+    FHD_CUDA_DEVPTR_ADAM_M = 4,
+    FHD_CUDA_DEVPTR_ADAM_V = 6,
+    FHD_CUDA_DEVPTR_SN = 8,
+    FHD_CUDA_DEVPTR_COUNT = 10
+};
+
+/* FHD_CUDA_STATE_INFO */
+enum {
+    FHD_CUDA_INFO_GEMM_FALLBACKS = 0, /* GEMMs of the update without a cuBLASLt bias epilogue */
+    FHD_CUDA_INFO_UPDATES_DEVICE = 1, /* the device update counter (synchronous read) */
+    FHD_CUDA_INFO_ROWS_ONLINE = 2,    /* rows of the online forward (2B with double DQN) */
+    FHD_CUDA_INFO_COUNT = 3
+};
+
+#endif

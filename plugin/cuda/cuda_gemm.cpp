@@ -1,0 +1,184 @@
+/* cuda_gemm.cpp - cuBLASLt plans: fhd__linear_forward's GEMM (+ bias, ReLU epilogue) and the
+ * GEMMs of fhd__linear_backward, each chosen once (descriptors, alignment, algorithm from the
+ * heuristic) before the update is captured into a graph.
+ *
+ * Row-major (PyTorch) tensors are column-major transposes, so with W (out, in), x (rows, in):
+ *   forward  y^T (out, rows)  = W^T' x^T  : m = out, n = rows, k = in,  A = W (op T), B = x (op N)
+ *   dx^T (in, B)              = W^T dy^T  : m = in,  n = B,    k = out, A = W (op N), B = dy (op N)
+ *   dW^T (in, out)            = x^T dy    : m = in,  n = out,  k = B,   A = x (op N), B = dy (op T)
+ * Alpha and beta are device pointers (CUBLASLT_POINTER_MODE_DEVICE): alpha = 1/sigma of a
+ * spectrally normalised layer is read by the GEMM itself, so W / sigma is never written.
+ */
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "linear.cuh"
+
+/* Largest power of two (<= 256) dividing the address: the alignment cuBLASLt may assume. */
+static uint32_t alignment_of(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    uint32_t al = 256;
+    while (al > 4 && (a % al) != 0)
+        al >>= 1;
+    return al;
+}
+
+void fhd__gemm_destroy(fhd__gemm *g) {
+    if (g->desc)
+        cublasLtMatmulDescDestroy(g->desc);
+    if (g->la)
+        cublasLtMatrixLayoutDestroy(g->la);
+    if (g->lb)
+        cublasLtMatrixLayoutDestroy(g->lb);
+    if (g->lc)
+        cublasLtMatrixLayoutDestroy(g->lc);
+    memset(g, 0, sizeof(*g));
+}
+
+/* Descriptors for spec s with epilogue epi; 0 and the algorithm when the heuristic has one. */
+static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int epi,
+                        int *found) {
+    *found = 0;
+    const cublasComputeType_t ct = s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    FHD_CKB(b, cublasLtMatmulDescCreate(&g->desc, ct, CUDA_R_32F));
+    const int32_t opa = s->opa, opb = s->opb;
+    FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    const int32_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+    FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
+                                              sizeof pm));
+    if (epi != FHD_EPI_NONE) {
+        const uint32_t e = epi == FHD_EPI_BIAS_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                                    : CUBLASLT_EPILOGUE_BIAS;
+        FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e,
+                                                  sizeof e));
+        const void *bias = s->bias;
+        FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                  &bias, sizeof bias));
+    }
+    const bool ta = s->opa != CUBLAS_OP_N, tb = s->opb != CUBLAS_OP_N;
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->la, CUDA_R_32F, ta ? s->k : s->m, ta ? s->m : s->k,
+                                          s->lda));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lb, CUDA_R_32F, tb ? s->n : s->k, tb ? s->k : s->n,
+                                          s->ldb));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_32F, s->m, s->n, s->ldc));
+
+    cublasLtMatmulPreference_t pref = NULL;
+    FHD_CKB(b, cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = FHD_CUDA_WORKSPACE_BYTES;
+    uint32_t al_a = alignment_of(s->A), al_b = alignment_of(s->B), al_c = alignment_of(s->C);
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                  &al_a, sizeof al_a);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                  &al_b, sizeof al_b);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                  &al_c, sizeof al_c);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                  &al_c, sizeof al_c);
+    cublasLtMatmulHeuristicResult_t res[8];
+    memset(res, 0, sizeof res);
+    int n = 0;
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmulAlgoGetHeuristic(b->lt, g->desc, g->la, g->lb, g->lc, g->lc, pref, 8, res,
+                                            &n);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_SUCCESS && n > 0) {
+        /* Small GEMMs are latency-bound: a split-K algorithm adds a reduction kernel to the
+         * chain, so take the best one without split-K when the heuristic offers it. */
+        int pick = 0;
+        if ((double)s->m * s->n * s->k <= (double)(1u << 28)) {
+            for (int i = 0; i < n; i++) {
+                int32_t sk = 1;
+                size_t wr = 0;
+                if (res[i].state != CUBLAS_STATUS_SUCCESS)
+                    continue;
+                if (cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo,
+                                                         CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk,
+                                                         sizeof sk, &wr) == CUBLAS_STATUS_SUCCESS &&
+                    sk <= 1) {
+                    pick = i;
+                    break;
+                }
+            }
+        }
+        g->algo = res[pick].algo;
+        *found = 1;
+        return FHD_OK;
+    }
+    if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED)
+        return fhd__cublas_fail(b, st, __FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic");
+    return FHD_OK;
+}
+
+int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s) {
+    memset(g, 0, sizeof(*g));
+    int found = 0;
+    /* a fused bias epilogue first; without one, a plain GEMM and fhd__cuda_bias_act */
+    FHD_TRY(try_plan(b, g, s, s->epilogue, &found));
+    if (!found && s->epilogue != FHD_EPI_NONE) {
+        fhd__gemm_destroy(g);
+        FHD_TRY(try_plan(b, g, s, FHD_EPI_NONE, &found));
+        g->fallback = 1;
+    }
+    if (!found) {
+        fhd__gemm_destroy(g);
+        return fhd__cuda_failf(b, FHD_ERR_DEVICE,
+                               "cuBLASLt has no algorithm for a %s GEMM m=%u n=%u k=%u (op %c%c, "
+                               "lda %u ldb %u ldc %u)",
+                               s->tf32 ? "TF32" : "FP32", s->m, s->n, s->k,
+                               s->opa == CUBLAS_OP_N ? 'N' : 'T', s->opb == CUBLAS_OP_N ? 'N' : 'T',
+                               s->lda, s->ldb, s->ldc);
+    }
+    g->A = s->A;
+    g->B = s->B;
+    g->C = s->C;
+    g->alpha = s->alpha;
+    g->bias = s->bias;
+    g->rows = s->n;
+    g->out = s->m;
+    g->ld = s->ldc;
+    g->relu = s->epilogue == FHD_EPI_BIAS_RELU;
+    if (s->epilogue == FHD_EPI_NONE)
+        g->fallback = 0;
+    g->ready = 1;
+    return FHD_OK;
+}
+
+int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, void *workspace) {
+    FHD_CKB(b, cublasLtMatmul(b->lt, g->desc, g->alpha, g->A, g->la, g->B, g->lb, b->d_zero, g->C,
+                              g->lc, g->C, g->lc, &g->algo, workspace, FHD_CUDA_WORKSPACE_BYTES,
+                              stream));
+    if (g->fallback)
+        FHD_CK(b, fhd__cuda_bias_act(g->C, g->bias, g->rows, g->out, g->ld, g->relu, stream));
+    return FHD_OK;
+}
+
+int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
+                               const float *x, float *y, const float *alpha) {
+    const fhd__layer *ly = &b->lo.layers[l];
+    const float *base = b->params + (net ? b->P : 0);
+    fhd__gemm_spec s;
+    memset(&s, 0, sizeof s);
+    s.tf32 = b->tf32_fwd;
+    s.opa = CUBLAS_OP_T;
+    s.opb = CUBLAS_OP_N;
+    s.m = ly->out;
+    s.n = rows;
+    s.k = ly->in;
+    s.A = base + ly->w_off;
+    s.lda = ly->in;
+    s.B = x;
+    s.ldb = ly->in;
+    s.C = y;
+    s.ldc = l == b->lo.L ? b->HOs : ly->out; /* head outputs: 16-byte aligned rows */
+    s.alpha = alpha;
+    s.epilogue = l < b->lo.L ? FHD_EPI_BIAS_RELU : FHD_EPI_BIAS;
+    s.bias = base + ly->b_off;
+    return fhd__gemm_plan(b, g, &s);
+}

@@ -1,0 +1,239 @@
+/* cuda_internal.h - the CUDA backend's state and the helpers its files share (C++17, host side).
+ *
+ * Shapes: B batch, S obs dim, D branches, KT total actions, HO head outputs (KT + dueling),
+ * H_l torso widths, N replay capacity, P parameters of one network, R rows of an act chunk.
+ *
+ * Everything lives on the device: one flat parameter buffer (online [0, P), target [P, 2P)),
+ * flat gradient and Adam moments, spectral-norm vectors, the replay ring and its integer sum
+ * tree, the batch, and a 64-byte scalar record (update counter, replay size, max priority,
+ * statistics) that the kernels read and write. Host to device: new transitions (replay_add),
+ * observations to act on and train_batch batches, through pinned staging buffers; device to
+ * host: actions / Q values and the statistics snapshots.
+ */
+#ifndef FHD_CUDA_INTERNAL_H
+#define FHD_CUDA_INTERNAL_H
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+extern "C" {
+#include "backend.h"
+}
+
+#include "act.cuh"
+#include "device_state.cuh"
+#include "optim.cuh"
+#include "replay.cuh"
+#include "sample.cuh"
+#include "spectral_norm.cuh"
+#include "td_loss.cuh"
+
+#define FHD_CUDA_WORKSPACE_BYTES (32u << 20) /* cuBLASLt workspace per stream */
+#define FHD_CUDA_ACT_CACHE 8                  /* act GEMM plans kept for this many row counts */
+#define FHD_CUDA_SNAPSHOTS 8                  /* pinned statistics snapshots in flight */
+#define FHD_MAXL (FHD_MAX_HIDDEN_LAYERS + 1)
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+/* Record a failed CUDA runtime / cuBLASLt call in b->err ("file:line: call: name: string") and
+ * map it to a status: FHD_ERR_OUT_OF_MEMORY for allocation failures, else FHD_ERR_DEVICE. */
+int32_t fhd__cuda_fail(fhd__backend *b, cudaError_t e, const char *file, int line,
+                       const char *expr);
+int32_t fhd__cublas_fail(fhd__backend *b, cublasStatus_t s, const char *file, int line,
+                         const char *expr);
+int32_t fhd__cuda_failf(fhd__backend *b, int32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define FHD_CK(b, call)                                                                        \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess)                                                                 \
+            return fhd__cuda_fail((b), e_, __FILE__, __LINE__, #call);                        \
+    } while (0)
+
+#define FHD_CKB(b, call)                                                                       \
+    do {                                                                                       \
+        cublasStatus_t s_ = (call);                                                            \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                       \
+            return fhd__cublas_fail((b), s_, __FILE__, __LINE__, #call);                      \
+    } while (0)
+
+#define FHD_TRY(expr)                                                                          \
+    do {                                                                                       \
+        int32_t rc_ = (expr);                                                                  \
+        if (rc_ != FHD_OK)                                                                     \
+            return rc_;                                                                        \
+    } while (0)
+
+/* ---- cuBLASLt GEMM plans (cuda_gemm.cpp) --------------------------------------------------- */
+
+/* One GEMM call site, column-major terms: C (m, n) = alpha op(A) (m, k) op(B) (k, n) [+ bias,
+ * ReLU]. Descriptors and the algorithm are chosen once, before any graph capture. */
+typedef struct fhd__gemm {
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    const float *A, *B;
+    float *C;
+    const float *alpha; /* device scalar: 1, or 1/sigma of a normalised layer */
+    /* epilogue done by fhd__cuda_bias_act when cuBLASLt has no bias epilogue for this call */
+    const float *bias;
+    uint32_t rows, out, ld;
+    int relu, fallback;
+    int ready;
+} fhd__gemm;
+
+enum { FHD_EPI_NONE = 0, FHD_EPI_BIAS = 1, FHD_EPI_BIAS_RELU = 2 };
+
+typedef struct fhd__gemm_spec {
+    int tf32;                         /* FAST_TF32 compute */
+    cublasOperation_t opa, opb;
+    uint32_t m, n, k;
+    const float *A, *B;
+    float *C;
+    uint32_t lda, ldb, ldc;
+    const float *alpha;
+    int epilogue;                     /* FHD_EPI_* */
+    const float *bias;                /* (m) */
+} fhd__gemm_spec;
+
+int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s);
+int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, void *workspace);
+void fhd__gemm_destroy(fhd__gemm *g);
+/* Plan the forward of layer l of network net (0 online, 1 target): y (rows, out) = x W^T + b,
+ * ReLU on torso layers, alpha = 1/sigma on normalised layers. */
+int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
+                               const float *x, float *y, const float *alpha);
+
+/* ---- the backend ------------------------------------------------------------------------- */
+
+typedef struct fhd__act_plans {
+    uint32_t rows; /* 0: empty */
+    fhd__gemm fwd[FHD_MAXL];
+} fhd__act_plans;
+
+struct fhd__backend {
+    fhd__config cfg;
+    fhd__layout lo;
+    int device;
+    char device_name[256];
+    char err[1024];
+    uint64_t P;
+    uint32_t B, N, leaves, rows_on; /* rows_on: 2B with double DQN (online(s) and online(s')) */
+    uint32_t HOs;             /* row stride of head outputs / their gradient: HO rounded up to 4 */
+    int prioritized, has_sn, tf32_fwd, tf32_bwd;
+
+    cudaStream_t s_main, s_side;
+    cudaEvent_t ev_fork, ev_tgt, ev_dw, ev_dz[FHD_MAXL];
+    cudaEvent_t ev_stage[2];
+    cublasLtHandle_t lt;
+    void *ws_main, *ws_side;
+
+    /* parameters and optimiser state */
+    float *params;            /* (2P) */
+    float *grad, *adam_m, *adam_v; /* (P) */
+    float *sn;                /* (2 sn_size): online u/v, then target */
+    /* forward activations */
+    float *h[FHD_MAXL];       /* online: (rows_on, out_l); h[L] is the head output (rows_on, HOs) */
+    float *tg_a, *tg_b;       /* (B, max_width) target ping-pong */
+    float *head_t;            /* (B, HOs) target(s') head output */
+    float *dz[FHD_MAXL];      /* (B, out_l): gradient at layer l's pre-activation; dz[L] (B, HOs) */
+    /* the batch: one contiguous region so that train_batch uploads it in one copy */
+    float *gbatch;
+    float *g_x;               /* (2B, S): obs rows, then next_obs rows */
+    int32_t *g_act;           /* (B, D) */
+    float *g_ret, *g_disc, *g_w; /* (B): g_w holds host weights (train_batch) */
+    size_t gbatch_bytes;
+    float *w_out, *td, *y;    /* (B), (B, D), (B) */
+    uint32_t *idx;            /* (B) */
+    uint64_t *qs, *qmin;      /* (B), (1) */
+    /* replay */
+    float *r_obs, *r_next, *r_ret, *r_disc; /* (N, S), (N, S), (N), (N) */
+    int32_t *r_act;           /* (N, D) */
+    uint64_t *nodes;          /* (2 leaves) sum tree (prioritized) */
+    fhd__dev_scalars *st;
+    /* spectral norm */
+    float *sn_sigma, *sn_inv; /* (3 * FHD_MAX_HIDDEN_LAYERS): online, target, eval slots */
+    float *sn_norms;          /* (2 * FHD_MAX_HIDDEN_LAYERS) */
+    float *sn_scratch;        /* (sum over SN layers of max(m, k)) */
+    double *sn_partial;
+    unsigned int *sn_done;
+    /* kernel scratch */
+    uint64_t *part_min;
+    float *colpart;
+    double *statpart;
+    float *bg_partial;
+    double *opt_partial;
+    fhd__clip_info *clip;
+    unsigned int *counters;   /* last-block counters, zeroed once */
+    float *d_one, *d_zero;
+    /* act */
+    uint32_t act_rows;        /* R */
+    float *act_x, *act_a, *act_b, *act_head, *act_q; /* (R, S), (R, max_width) x2, (R, HOs), (R, KT) */
+    int32_t *act_greedy;      /* (R, D) */
+    float *h_act_obs, *h_act_q;
+    int32_t *h_act_greedy;
+    fhd__act_plans act_cache[FHD_CUDA_ACT_CACHE];
+    uint32_t act_cache_next;
+    /* replay staging */
+    uint32_t stage_rows;
+    float *d_stage;
+    float *h_stage[2];
+    int stage_next;
+    /* train_batch staging (pinned) and outputs */
+    float *h_batch;
+    float *h_tdy;             /* (B, D) td then (B) y */
+    /* statistics snapshots (a ring of pinned buffers) */
+    fhd__dev_scalars *h_snap[FHD_CUDA_SNAPSHOTS];
+    cudaEvent_t ev_snaps[FHD_CUDA_SNAPSHOTS];
+    uint64_t snap_seq[FHD_CUDA_SNAPSHOTS], snap_counter, snap_last_seq;
+    int snap_next, snap_newest;
+    fhd__dev_scalars snap_last;
+
+    /* GEMM plans of the update */
+    fhd__gemm fwd_on[FHD_MAXL], fwd_tg[FHD_MAXL], bwd_dw[FHD_MAXL], bwd_dx[FHD_MAXL];
+    /* kernel arguments, fixed at create */
+    fhd__sample_args a_sample;
+    fhd__sn_args a_sn1, a_sn2, a_sn_eval;
+    fhd__loss_args a_loss_train, a_loss_batch;
+    fhd__opt_args a_opt;
+    unsigned int *bg_done;
+    /* the captured update */
+    cudaGraph_t graph;
+    cudaGraphExec_t gexec;
+
+    /* host mirrors */
+    uint64_t updates, pos, size, max_q;
+    uint64_t sync_count; /* stream/event/device synchronisations done by the backend */
+};
+
+/* cuda_update.cpp */
+int32_t fhd__cuda_record_update(fhd__backend *b, int train);
+int32_t fhd__cuda_capture(fhd__backend *b);
+int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *stats);
+int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st);
+int32_t fhd__cuda_snapshot(fhd__backend *b);
+int32_t fhd__cuda_poll_snapshots(fhd__backend *b);
+int32_t fhd__cuda_sync(fhd__backend *b, cudaStream_t s);
+int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e);
+/* cuda_setup.cpp */
+int32_t fhd__cuda_prepare_kernels(fhd__backend *b);
+/* cuda_act.cpp */
+int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
+                           int32_t *greedy);
+int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,
+                                const int32_t *actions, const float *returns,
+                                const float *next_obs, const float *disc);
+/* cuda_state.cpp */
+int32_t fhd__cuda_read(fhd__backend *b, int kind, uint64_t offset, uint64_t count, void *dst);
+int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t count,
+                        const void *src);
+int32_t fhd__cuda_get_scalars(fhd__backend *b, fhd__backend_scalars *out);
+int32_t fhd__cuda_set_scalars(fhd__backend *b, const fhd__backend_scalars *in);
+int32_t fhd__cuda_latest_stats(fhd__backend *b, fhd__update_stats *out);
+int32_t fhd__cuda_check_invariants(fhd__backend *b, char *msg, size_t cap);
+
+#endif

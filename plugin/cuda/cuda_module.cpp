@@ -1,0 +1,521 @@
+/* cuda_module.cpp - the module's one exported symbol, the ops table, errors, create/destroy.
+ *
+ * libfoxhunt_dqn_cuda.so is dlopened by the core (plugin/backend_loader.c) and exports only
+ * fhd_cuda_module_get_ops (version script cuda_module.map, hidden visibility). It links the CUDA
+ * runtime and cuBLASLt, never the core: the layout and the initial parameters come in through
+ * create().
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "linear.cuh"
+#include "sumtree.h"
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+static const char *base_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+int32_t fhd__cuda_fail(fhd__backend *b, cudaError_t e, const char *file, int line,
+                       const char *expr) {
+    (void)cudaGetLastError(); /* clear a non-sticky error so later checks see their own */
+    snprintf(b->err, sizeof b->err, "%s:%d: %s failed: %s (%s)", base_name(file), line, expr,
+             cudaGetErrorString(e), cudaGetErrorName(e));
+    return e == cudaErrorMemoryAllocation ? FHD_ERR_OUT_OF_MEMORY : FHD_ERR_DEVICE;
+}
+
+int32_t fhd__cublas_fail(fhd__backend *b, cublasStatus_t s, const char *file, int line,
+                         const char *expr) {
+    snprintf(b->err, sizeof b->err, "%s:%d: %s failed: %s (%s)", base_name(file), line, expr,
+             cublasLtGetStatusString(s), cublasLtGetStatusName(s));
+    return s == CUBLAS_STATUS_ALLOC_FAILED ? FHD_ERR_OUT_OF_MEMORY : FHD_ERR_DEVICE;
+}
+
+int32_t fhd__cuda_failf(fhd__backend *b, int32_t code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, sizeof b->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+/* ---- allocation plan ---------------------------------------------------------------------- */
+
+enum { MEM_DEVICE = 0, MEM_PINNED = 1 };
+
+typedef struct alloc_item {
+    void **ptr;
+    size_t bytes;
+    int kind;
+    int group; /* for the out-of-memory message */
+} alloc_item;
+
+enum { G_REPLAY = 0, G_TREE, G_PARAMS, G_ACT, G_WORK, G_COUNT };
+static const char *const group_names[G_COUNT] = {"replay ring", "sum tree",
+                                                 "parameters, gradient and Adam moments",
+                                                 "activations and batch", "workspaces and scratch"};
+
+typedef struct alloc_plan {
+    alloc_item items[128];
+    int n;
+    size_t dev[G_COUNT];
+    size_t pinned;
+} alloc_plan;
+
+static void plan_add(alloc_plan *p, void *ptr, size_t bytes, int kind, int group) {
+    alloc_item *it = &p->items[p->n++];
+    it->ptr = (void **)ptr;
+    it->bytes = bytes ? bytes : 16;
+    it->kind = kind;
+    it->group = group;
+    if (kind == MEM_DEVICE)
+        p->dev[group] += it->bytes;
+    else
+        p->pinned += it->bytes;
+}
+
+static double mib(size_t b) {
+    return (double)b / 1048576.0;
+}
+
+/* ---- destroy ---------------------------------------------------------------------------- */
+
+static void cuda_destroy(fhd__backend *b) {
+    if (!b)
+        return;
+    cudaSetDevice(b->device);
+    if (b->s_main)
+        cudaStreamSynchronize(b->s_main);
+    if (b->s_side)
+        cudaStreamSynchronize(b->s_side);
+    if (b->gexec)
+        cudaGraphExecDestroy(b->gexec);
+    if (b->graph)
+        cudaGraphDestroy(b->graph);
+    for (uint32_t l = 0; l < FHD_MAXL; l++) {
+        fhd__gemm *gs[4] = {&b->fwd_on[l], &b->fwd_tg[l], &b->bwd_dw[l], &b->bwd_dx[l]};
+        for (int i = 0; i < 4; i++)
+            if (gs[i]->ready || gs[i]->desc)
+                fhd__gemm_destroy(gs[i]);
+    }
+    for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++)
+        for (uint32_t l = 0; l < FHD_MAXL; l++)
+            if (b->act_cache[i].fwd[l].ready || b->act_cache[i].fwd[l].desc)
+                fhd__gemm_destroy(&b->act_cache[i].fwd[l]);
+    if (b->lt)
+        cublasLtDestroy(b->lt);
+    /* every buffer was allocated through the plan recorded in these pointers */
+    void *dev[] = {b->params, b->grad, b->adam_m, b->adam_v, b->sn, b->tg_a, b->tg_b, b->head_t,
+                   b->gbatch, b->w_out, b->td, b->y, b->idx, b->qs, b->qmin, b->r_obs, b->r_next,
+                   b->r_ret, b->r_disc, b->r_act, b->nodes, b->st, b->sn_sigma, b->sn_inv,
+                   b->sn_norms, b->sn_scratch, b->sn_partial, b->part_min, b->colpart,
+                   b->statpart, b->bg_partial, b->opt_partial, b->clip, b->counters, b->d_one,
+                   b->act_x, b->act_a, b->act_b, b->act_head, b->act_q, b->act_greedy,
+                   b->d_stage, b->ws_main, b->ws_side};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i])
+            cudaFree(dev[i]);
+    for (uint32_t l = 0; l < FHD_MAXL; l++) {
+        if (b->h[l])
+            cudaFree(b->h[l]);
+        if (b->dz[l])
+            cudaFree(b->dz[l]);
+    }
+    void *pin[] = {b->h_act_obs, b->h_act_q, b->h_act_greedy, b->h_stage[0], b->h_stage[1],
+                   b->h_batch, b->h_tdy};
+    for (size_t i = 0; i < sizeof pin / sizeof pin[0]; i++)
+        if (pin[i])
+            cudaFreeHost(pin[i]);
+    for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++) {
+        if (b->h_snap[i])
+            cudaFreeHost(b->h_snap[i]);
+        if (b->ev_snaps[i])
+            cudaEventDestroy(b->ev_snaps[i]);
+    }
+    cudaEvent_t evs[] = {b->ev_fork, b->ev_tgt, b->ev_dw, b->ev_stage[0], b->ev_stage[1]};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        if (evs[i])
+            cudaEventDestroy(evs[i]);
+    for (uint32_t l = 0; l < FHD_MAXL; l++)
+        if (b->ev_dz[l])
+            cudaEventDestroy(b->ev_dz[l]);
+    if (b->s_main)
+        cudaStreamDestroy(b->s_main);
+    if (b->s_side)
+        cudaStreamDestroy(b->s_side);
+    (void)cudaGetLastError();
+    free(b);
+}
+
+/* ---- create ----------------------------------------------------------------------------- */
+
+static int32_t create_objects(fhd__backend *b) {
+    FHD_CK(b, cudaStreamCreateWithFlags(&b->s_main, cudaStreamNonBlocking));
+    FHD_CK(b, cudaStreamCreateWithFlags(&b->s_side, cudaStreamNonBlocking));
+    cudaEvent_t *evs[] = {&b->ev_fork, &b->ev_tgt, &b->ev_dw, &b->ev_stage[0], &b->ev_stage[1]};
+    for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
+        FHD_CK(b, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
+    for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
+        FHD_CK(b, cudaEventCreateWithFlags(&b->ev_snaps[i], cudaEventDisableTiming));
+    for (uint32_t l = 0; l <= b->lo.L; l++)
+        FHD_CK(b, cudaEventCreateWithFlags(&b->ev_dz[l], cudaEventDisableTiming));
+    FHD_CKB(b, cublasLtCreate(&b->lt));
+    return FHD_OK;
+}
+
+static void plan_buffers(fhd__backend *b, alloc_plan *p) {
+    const fhd__layout *lo = &b->lo;
+    const uint64_t P = b->P, N = b->N, S = lo->S, D = lo->D, B = b->B, KT = lo->KT;
+    const uint64_t HO = lo->head_out, W = lo->max_width, R = b->act_rows;
+    const size_t f = sizeof(float);
+    /* replay */
+    plan_add(p, &b->r_obs, N * S * f, MEM_DEVICE, G_REPLAY);
+    plan_add(p, &b->r_next, N * S * f, MEM_DEVICE, G_REPLAY);
+    plan_add(p, &b->r_act, N * D * 4, MEM_DEVICE, G_REPLAY);
+    plan_add(p, &b->r_ret, N * f, MEM_DEVICE, G_REPLAY);
+    plan_add(p, &b->r_disc, N * f, MEM_DEVICE, G_REPLAY);
+    if (b->prioritized)
+        plan_add(p, &b->nodes, 2 * (size_t)b->leaves * 8, MEM_DEVICE, G_TREE);
+    /* parameters */
+    plan_add(p, &b->params, 2 * P * f, MEM_DEVICE, G_PARAMS);
+    plan_add(p, &b->grad, P * f, MEM_DEVICE, G_PARAMS);
+    plan_add(p, &b->adam_m, P * f, MEM_DEVICE, G_PARAMS);
+    plan_add(p, &b->adam_v, P * f, MEM_DEVICE, G_PARAMS);
+    plan_add(p, &b->sn, 2 * lo->sn_size * f, MEM_DEVICE, G_PARAMS);
+    /* activations and batch */
+    for (uint32_t l = 0; l <= lo->L; l++) {
+        const uint64_t w = l == lo->L ? b->HOs : lo->layers[l].out;
+        plan_add(p, &b->h[l], (size_t)b->rows_on * w * f, MEM_DEVICE, G_ACT);
+        plan_add(p, &b->dz[l], B * w * f, MEM_DEVICE, G_ACT);
+    }
+    plan_add(p, &b->tg_a, B * W * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->tg_b, B * W * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->head_t, B * b->HOs * f, MEM_DEVICE, G_ACT);
+    b->gbatch_bytes = (2 * B * S + B * D + 3 * B) * f;
+    plan_add(p, &b->gbatch, b->gbatch_bytes, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->w_out, B * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->td, B * D * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->y, B * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->idx, B * 4, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->qs, B * 8, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->qmin, 8, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->act_x, R * S * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->act_a, R * W * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->act_b, R * W * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->act_head, R * b->HOs * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->act_q, R * KT * f, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->act_greedy, R * D * 4, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->d_stage, (size_t)b->stage_rows * (2 * S + D + 2) * f, MEM_DEVICE, G_ACT);
+    /* small state, scratch, workspaces */
+    plan_add(p, &b->st, sizeof(fhd__dev_scalars), MEM_DEVICE, G_WORK);
+    plan_add(p, &b->sn_sigma, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->sn_inv, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->sn_norms, 2 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
+    uint64_t scr = 0, sigma_blocks = 0;
+    for (uint32_t l = 0; l < lo->L; l++)
+        if (lo->layers[l].sn) {
+            const uint32_t m = lo->layers[l].out, k = lo->layers[l].in;
+            scr += m > k ? m : k;
+            sigma_blocks += fhd__cuda_sn_job_blocks(SN_JOB_SIGMA, m, k);
+        }
+    plan_add(p, &b->sn_scratch, scr * f, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->sn_partial, 2 * sigma_blocks * 8, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->part_min, fhd__cuda_sample_grid(b->B) * 8, MEM_DEVICE, G_WORK);
+    const uint64_t lg = fhd__cuda_td_loss_grid(b->B);
+    plan_add(p, &b->colpart, lg * 4 * HO * f, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->statpart, lg * 4 * 8, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->bg_partial, (size_t)fhd__cuda_relu_bgrad_chunks(b->B) * W * f, MEM_DEVICE,
+             G_WORK);
+    /* the optimiser grid: at most one block per 2048 elements per segment, plus one per segment */
+    plan_add(p, &b->opt_partial, ((P / 2048) + 2 * FHD_OPT_MAX_SEGMENTS + 2) * 4 * 8, MEM_DEVICE,
+             G_WORK);
+    plan_add(p, &b->clip, sizeof(fhd__clip_info), MEM_DEVICE, G_WORK);
+    plan_add(p, &b->counters, (64 + fhd__cuda_relu_bgrad_tiles((uint32_t)W)) * 4, MEM_DEVICE,
+             G_WORK);
+    plan_add(p, &b->d_one, 2 * f, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->ws_main, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->ws_side, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
+    /* pinned host buffers */
+    plan_add(p, &b->h_act_obs, R * S * f, MEM_PINNED, 0);
+    plan_add(p, &b->h_act_q, R * KT * f, MEM_PINNED, 0);
+    plan_add(p, &b->h_act_greedy, R * D * 4, MEM_PINNED, 0);
+    plan_add(p, &b->h_stage[0], (size_t)b->stage_rows * (2 * S + D + 2) * f, MEM_PINNED, 0);
+    plan_add(p, &b->h_stage[1], (size_t)b->stage_rows * (2 * S + D + 2) * f, MEM_PINNED, 0);
+    plan_add(p, &b->h_batch, b->gbatch_bytes, MEM_PINNED, 0);
+    plan_add(p, &b->h_tdy, (B * D + B) * f, MEM_PINNED, 0);
+    for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
+        plan_add(p, &b->h_snap[i], sizeof(fhd__dev_scalars), MEM_PINNED, 0);
+}
+
+static int32_t oom_message(fhd__backend *b, const alloc_plan *p, const char *what, size_t bytes) {
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    (void)cudaGetLastError();
+    size_t sum = 0;
+    for (int g = 0; g < G_COUNT; g++)
+        sum += p->dev[g];
+    return fhd__cuda_failf(
+        b, FHD_ERR_OUT_OF_MEMORY,
+        "cuda backend: out of device memory (%s of %.1f MiB failed): the learner needs %.1f MiB "
+        "on %s: replay ring %.1f MiB (replay_capacity %u x (2 x obs_dim %u + %u actions + 2) x "
+        "4 bytes), sum tree %.1f MiB, parameters/gradient/Adam %.1f MiB (%llu parameters), "
+        "activations and batch %.1f MiB (batch_size %u), workspaces %.1f MiB; the device has "
+        "%.1f MiB free of %.1f MiB",
+        what, mib(bytes), mib(sum), b->device_name, mib(p->dev[G_REPLAY]), b->N, b->lo.S, b->lo.D,
+        mib(p->dev[G_TREE]), mib(p->dev[G_PARAMS]), (unsigned long long)b->P, mib(p->dev[G_ACT]),
+        b->B, mib(p->dev[G_WORK]), mib(fr), mib(tot));
+}
+
+static int32_t allocate(fhd__backend *b, alloc_plan *p) {
+    size_t fr = 0, tot = 0, sum = 0;
+    FHD_CK(b, cudaMemGetInfo(&fr, &tot));
+    for (int g = 0; g < G_COUNT; g++)
+        sum += p->dev[g];
+    if (sum > fr)
+        return oom_message(b, p, "the plan", sum);
+    for (int i = 0; i < p->n; i++) {
+        alloc_item *it = &p->items[i];
+        cudaError_t e = it->kind == MEM_DEVICE ? cudaMalloc(it->ptr, it->bytes)
+                                               : cudaHostAlloc(it->ptr, it->bytes, 0);
+        if (e == cudaErrorMemoryAllocation) {
+            *it->ptr = NULL;
+            (void)cudaGetLastError();
+            return it->kind == MEM_DEVICE ? oom_message(b, p, group_names[it->group], it->bytes)
+                                          : fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY,
+                                                            "cuda backend: out of pinned host "
+                                                            "memory (%.1f MiB)",
+                                                            mib(it->bytes));
+        }
+        if (e != cudaSuccess) {
+            *it->ptr = NULL;
+            return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaMalloc");
+        }
+    }
+    return FHD_OK;
+}
+
+/* Initial contents: parameters, SN vectors, zeroed state; all before the first update. */
+static int32_t initialise(fhd__backend *b, const float *params, const float *sn) {
+    const fhd__layout *lo = &b->lo;
+    const uint64_t P = b->P;
+    cudaStream_t s = b->s_main;
+    FHD_CK(b, cudaMemcpyAsync(b->params, params, 2 * P * sizeof(float), cudaMemcpyHostToDevice, s));
+    if (lo->sn_size)
+        FHD_CK(b, cudaMemcpyAsync(b->sn, sn, 2 * lo->sn_size * sizeof(float),
+                                  cudaMemcpyHostToDevice, s));
+    /* zero-initialised state (the CPU reference callocs the same buffers) */
+    FHD_CK(b, cudaMemsetAsync(b->grad, 0, P * sizeof(float), s));
+    FHD_CK(b, cudaMemsetAsync(b->adam_m, 0, P * sizeof(float), s));
+    FHD_CK(b, cudaMemsetAsync(b->adam_v, 0, P * sizeof(float), s));
+    FHD_CK(b, cudaMemsetAsync(b->idx, 0, b->B * sizeof(uint32_t), s));
+    FHD_CK(b, cudaMemsetAsync(b->gbatch, 0, b->gbatch_bytes, s));
+    for (uint32_t l = 0; l <= lo->L; l++)
+        FHD_CK(b, cudaMemsetAsync(b->dz[l], 0,
+                                  (size_t)b->B * (l == lo->L ? b->HOs : lo->layers[l].out) *
+                                      sizeof(float),
+                                  s));
+    FHD_CK(b, cudaMemsetAsync(b->w_out, 0, b->B * sizeof(float), s));
+    FHD_CK(b, cudaMemsetAsync(b->counters, 0, (64 + fhd__cuda_relu_bgrad_tiles(lo->max_width)) * 4,
+                              s));
+    if (b->prioritized)
+        FHD_CK(b, cudaMemsetAsync(b->nodes, 0, 2 * (size_t)b->leaves * sizeof(uint64_t), s));
+    const float consts[2] = {1.0f, 0.0f};
+    FHD_CK(b, cudaMemcpyAsync(b->d_one, consts, sizeof consts, cudaMemcpyHostToDevice, s));
+    b->d_zero = b->d_one + 1;
+    fhd__dev_scalars st;
+    memset(&st, 0, sizeof st);
+    st.max_q = b->max_q;
+    FHD_CK(b, cudaMemcpyAsync(b->st, &st, sizeof st, cudaMemcpyHostToDevice, s));
+    b->snap_last = st;
+    /* the staging events start completed */
+    FHD_CK(b, cudaEventRecord(b->ev_stage[0], s));
+    FHD_CK(b, cudaEventRecord(b->ev_stage[1], s));
+    return fhd__cuda_sync(b, s);
+}
+
+static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const float *params,
+                           const float *sn, fhd__backend **out, char *msg, size_t msg_cap) {
+    *out = NULL;
+    fhd__backend *b = (fhd__backend *)calloc(1, sizeof(*b));
+    if (!b) {
+        snprintf(msg, msg_cap, "cuda backend: out of host memory allocating the learner");
+        return FHD_ERR_OUT_OF_MEMORY;
+    }
+    b->cfg = *cfg;
+    b->lo = *lo;
+    b->device = cfg->device;
+    b->P = lo->num_params;
+    b->B = cfg->batch_size;
+    b->N = cfg->replay_capacity;
+    b->prioritized = cfg->replay == FHD_REPLAY_PRIORITIZED;
+    b->leaves = fhd__sumtree_leaf_count(b->N);
+    b->rows_on = cfg->double_dqn ? 2 * b->B : b->B;
+    b->HOs = (lo->head_out + 3u) & ~3u;
+    b->has_sn = lo->num_sn > 0;
+    b->tf32_fwd = cfg->matmul_precision != FHD_PREC_FP32;
+    b->tf32_bwd = cfg->matmul_precision == FHD_PREC_TF32;
+    b->max_q = fhd__prio_quantize(1.0);
+    {
+        /* act chunk rows: the front asks for at most max(num_envs, 256) rows per call */
+        uint64_t r = cfg->num_envs > 256 ? cfg->num_envs : 256;
+        const uint64_t cap = (UINT64_C(1) << 26) / (lo->max_width ? lo->max_width : 1);
+        b->act_rows = (uint32_t)(r < cap ? r : (cap ? cap : 1));
+        uint64_t st = (uint64_t)cfg->num_envs * cfg->n_step;
+        b->stage_rows = (uint32_t)(st < 65536 ? st : 65536);
+    }
+    int32_t rc = FHD_OK;
+    cudaError_t e = cudaSetDevice(b->device);
+    if (e != cudaSuccess)
+        rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaSetDevice");
+    if (rc == FHD_OK) {
+        cudaDeviceProp prop;
+        e = cudaGetDeviceProperties(&prop, b->device);
+        if (e != cudaSuccess)
+            rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaGetDeviceProperties");
+        else
+            snprintf(b->device_name, sizeof b->device_name, "%s (cuda:%d, sm_%d%d, %.0f GiB)",
+                     prop.name, b->device, prop.major, prop.minor,
+                     (double)prop.totalGlobalMem / 1073741824.0);
+    }
+    alloc_plan *plan = NULL;
+    if (rc == FHD_OK)
+        rc = create_objects(b);
+    if (rc == FHD_OK) {
+        plan = (alloc_plan *)calloc(1, sizeof(alloc_plan));
+        if (!plan)
+            rc = fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY, "cuda backend: out of host memory");
+    }
+    if (rc == FHD_OK) {
+        plan_buffers(b, plan);
+        rc = allocate(b, plan);
+    }
+    free(plan);
+    if (rc == FHD_OK) {
+        b->g_x = b->gbatch;
+        b->g_act = (int32_t *)(b->gbatch + (size_t)2 * b->B * lo->S);
+        b->g_ret = b->gbatch + (size_t)2 * b->B * lo->S + (size_t)b->B * lo->D;
+        b->g_disc = b->g_ret + b->B;
+        b->g_w = b->g_disc + b->B;
+        rc = initialise(b, params, sn);
+    }
+    if (rc == FHD_OK)
+        rc = fhd__cuda_prepare_kernels(b);
+    if (rc == FHD_OK)
+        rc = fhd__cuda_capture(b);
+    if (rc != FHD_OK) {
+        snprintf(msg, msg_cap, "%s", b->err);
+        cuda_destroy(b);
+        return rc;
+    }
+    *out = b;
+    return FHD_OK;
+}
+
+static const char *cuda_error(const fhd__backend *b) {
+    return b ? b->err : "";
+}
+
+static const char *cuda_device_name(const fhd__backend *b) {
+    return b ? b->device_name : "cuda";
+}
+
+/* ---- the ops table and the module entry ------------------------------------------------- */
+
+static int32_t op_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
+                           int32_t *greedy) {
+    return fhd__cuda_q_values(b, n, obs, q, greedy);
+}
+static int32_t op_replay_add(fhd__backend *b, uint32_t n, const float *obs,
+                             const int32_t *actions, const float *returns, const float *next_obs,
+                             const float *disc) {
+    return fhd__cuda_replay_append(b, n, obs, actions, returns, next_obs, disc);
+}
+static int32_t op_train(fhd__backend *b, uint32_t n, fhd_train_stats *st) {
+    return fhd__cuda_train(b, n, st);
+}
+static int32_t op_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
+    return fhd__cuda_train_batch(b, hb, st);
+}
+static int32_t op_read(fhd__backend *b, int kind, uint64_t off, uint64_t n, void *dst) {
+    return fhd__cuda_read(b, kind, off, n, dst);
+}
+static int32_t op_write(fhd__backend *b, int kind, uint64_t off, uint64_t n, const void *src) {
+    return fhd__cuda_write(b, kind, off, n, src);
+}
+static int32_t op_get_scalars(fhd__backend *b, fhd__backend_scalars *o) {
+    return fhd__cuda_get_scalars(b, o);
+}
+static int32_t op_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) {
+    return fhd__cuda_set_scalars(b, in);
+}
+static int32_t op_latest_stats(fhd__backend *b, fhd__update_stats *o) {
+    return fhd__cuda_latest_stats(b, o);
+}
+
+static int32_t op_check_invariants(fhd__backend *b, char *msg, size_t cap) {
+    return fhd__cuda_check_invariants(b, msg, cap);
+}
+
+static const fhd__backend_ops cuda_ops = {
+    FHD_BACKEND_OPS_VERSION,
+    "cuda",
+    cuda_create,
+    cuda_destroy,
+    cuda_error,
+    cuda_device_name,
+    op_q_values,
+    op_replay_add,
+    op_train,
+    op_train_batch,
+    op_read,
+    op_write,
+    op_get_scalars,
+    op_set_scalars,
+    op_latest_stats,
+    op_check_invariants,
+};
+
+extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *
+fhd_cuda_module_get_ops(uint32_t ops_version, int device, char *msg, size_t msg_cap) {
+    if (ops_version != FHD_BACKEND_OPS_VERSION) {
+        snprintf(msg, msg_cap, "the CUDA module implements backend ops version %u, not %u",
+                 FHD_BACKEND_OPS_VERSION, ops_version);
+        return NULL;
+    }
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        snprintf(msg, msg_cap, "no usable CUDA driver or device: %s (%s)", cudaGetErrorString(e),
+                 cudaGetErrorName(e));
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    if (n == 0) {
+        snprintf(msg, msg_cap, "no CUDA device is present");
+        return NULL;
+    }
+    if (device < 0 || device >= n) {
+        snprintf(msg, msg_cap, "$.device is %d; this machine has %d CUDA device(s): allowed [0, %d]",
+                 device, n, n - 1);
+        return NULL;
+    }
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        snprintf(msg, msg_cap, "cannot query CUDA device %d", device);
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    if (major < 8) {
+        snprintf(msg, msg_cap,
+                 "CUDA device %d has compute capability %d.%d; the CUDA backend needs 8.0 or newer",
+                 device, major, minor);
+        return NULL;
+    }
+    return &cuda_ops;
+}

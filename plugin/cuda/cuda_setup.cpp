@@ -1,0 +1,273 @@
+/* cuda_setup.cpp - the arguments of every kernel and GEMM of the update, fixed once at create
+ * (pointers into the buffers, shapes, hyperparameters), before the graph is captured. */
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "linear.cuh"
+
+/* Counters (last-block-done) in b->counters. */
+enum { CNT_SAMPLE = 0, CNT_LOSS = 1, CNT_NORM = 2, CNT_ADAM = 3, CNT_SN = 4 };
+#define CNT_SN_COUNT (4 * FHD_MAX_HIDDEN_LAYERS)
+#define CNT_BG (CNT_SN + CNT_SN_COUNT)
+
+static void prepare_sn(fhd__backend *b) {
+    const fhd__layout *lo = &b->lo;
+    const uint64_t sn_half = lo->sn_size;
+    unsigned int *cnt = b->counters + CNT_SN;
+    /* sn_partial: the target sigma jobs' blocks, then the eval sigma jobs' blocks */
+    uint64_t tpart = 0;
+    for (uint32_t l = 0; l < lo->L; l++)
+        if (lo->layers[l].sn)
+            tpart += fhd__cuda_sn_job_blocks(SN_JOB_SIGMA, lo->layers[l].out, lo->layers[l].in);
+    memset(&b->a_sn1, 0, sizeof b->a_sn1);
+    memset(&b->a_sn2, 0, sizeof b->a_sn2);
+    memset(&b->a_sn_eval, 0, sizeof b->a_sn_eval);
+    fhd__sn_job targets[FHD_MAX_HIDDEN_LAYERS];
+    uint64_t scr = 0, poff = 0;
+    uint32_t j = 0;
+    for (uint32_t l = 0; l < lo->L; l++) {
+        const fhd__layer *ly = &lo->layers[l];
+        if (!ly->sn)
+            continue;
+        const uint32_t m = ly->out, k = ly->in;
+        fhd__sn_job on = {};
+        on.W = b->params + ly->w_off;
+        on.u = b->sn + ly->u_off;
+        on.v = b->sn + ly->v_off;
+        on.m = m;
+        on.k = k;
+        /* phase 1: u = normalize(W v) of the online layer */
+        fhd__sn_job u = on;
+        u.mode = SN_JOB_U;
+        u.scratch = b->sn_scratch + scr;
+        u.done = cnt + j;
+        b->a_sn1.job[b->a_sn1.njobs++] = u;
+        /* phase 2: v = normalize(W^T u), sigma of the online layer */
+        fhd__sn_job v = u;
+        v.mode = SN_JOB_V;
+        v.sigma = b->sn_sigma + l;
+        v.inv_sigma = b->sn_inv + l;
+        v.norms = b->sn_norms + 2 * l;
+        v.done = cnt + FHD_MAX_HIDDEN_LAYERS + j;
+        b->a_sn2.job[b->a_sn2.njobs++] = v;
+        /* target sigma with its stored vectors (phase 1, after the V jobs) */
+        fhd__sn_job t = {};
+        t.W = b->params + b->P + ly->w_off;
+        t.u = b->sn + sn_half + ly->u_off;
+        t.v = b->sn + sn_half + ly->v_off;
+        t.m = m;
+        t.k = k;
+        t.mode = SN_JOB_SIGMA;
+        t.sigma = b->sn_sigma + FHD_MAX_HIDDEN_LAYERS + l;
+        t.inv_sigma = b->sn_inv + FHD_MAX_HIDDEN_LAYERS + l;
+        t.partial = b->sn_partial + poff;
+        t.done = cnt + 2 * FHD_MAX_HIDDEN_LAYERS + j;
+        targets[j] = t;
+        /* eval sigma of the online layer with its stored vectors (act) */
+        fhd__sn_job e = on;
+        e.mode = SN_JOB_SIGMA;
+        e.sigma = b->sn_sigma + 2 * FHD_MAX_HIDDEN_LAYERS + l;
+        e.inv_sigma = b->sn_inv + 2 * FHD_MAX_HIDDEN_LAYERS + l;
+        e.partial = b->sn_partial + tpart + poff;
+        e.done = cnt + 3 * FHD_MAX_HIDDEN_LAYERS + j;
+        b->a_sn_eval.job[b->a_sn_eval.njobs++] = e;
+        poff += fhd__cuda_sn_job_blocks(SN_JOB_SIGMA, m, k);
+        scr += m > k ? m : k;
+        j++;
+    }
+    for (uint32_t i = 0; i < j; i++)
+        b->a_sn1.job[b->a_sn1.njobs++] = targets[i];
+    fhd__cuda_sn_plan(&b->a_sn1);
+    fhd__cuda_sn_plan(&b->a_sn2);
+    fhd__cuda_sn_plan(&b->a_sn_eval);
+}
+
+static void prepare_sample(fhd__backend *b) {
+    fhd__sample_args *a = &b->a_sample;
+    memset(a, 0, sizeof *a);
+    a->st = b->st;
+    a->nodes = b->nodes;
+    a->leaves = b->leaves;
+    a->prioritized = b->prioritized;
+    a->seed = b->cfg.seed;
+    a->B = b->B;
+    a->S = b->lo.S;
+    a->D = b->lo.D;
+    a->r_obs = b->r_obs;
+    a->r_next = b->r_next;
+    a->r_act = b->r_act;
+    a->r_ret = b->r_ret;
+    a->r_disc = b->r_disc;
+    a->g_obs = b->g_x;
+    a->g_next = b->g_x + (size_t)b->B * b->lo.S;
+    a->g_act = b->g_act;
+    a->g_ret = b->g_ret;
+    a->g_disc = b->g_disc;
+    a->idx = b->idx;
+    a->q = b->qs;
+    a->part_min = b->part_min;
+    a->done = b->counters + CNT_SAMPLE;
+    a->qmin = b->qmin;
+}
+
+static void prepare_loss(fhd__backend *b) {
+    const fhd__layout *lo = &b->lo;
+    const fhd__config *c = &b->cfg;
+    fhd__loss_args *a = &b->a_loss_train;
+    memset(a, 0, sizeof *a);
+    const uint32_t B = b->B, HO = lo->head_out;
+    a->head_on = b->h[lo->L];
+    a->head_tgt = b->head_t;
+    a->head_sel = c->double_dqn ? b->h[lo->L] + (size_t)B * b->HOs : b->head_t;
+    a->act = b->g_act;
+    a->ret = b->g_ret;
+    a->disc = b->g_disc;
+    a->w_in = NULL;
+    a->prioritized = b->prioritized;
+    a->q_samp = b->qs;
+    a->qmin = b->qmin;
+    a->idx = b->idx;
+    a->nodes = b->nodes;
+    a->leaves = b->leaves;
+    a->per_alpha = (float)c->per_alpha;
+    a->per_eps = (float)c->per_eps;
+    a->beta0 = c->per_beta0;
+    a->beta_steps = c->per_beta_steps;
+    a->w_out = b->w_out;
+    a->dout = b->dz[lo->L];
+    a->td = b->td;
+    a->y = b->y;
+    a->db_head = b->grad + lo->layers[lo->L].b_off;
+    a->colpart = b->colpart;
+    a->statpart = b->statpart;
+    a->done = b->counters + CNT_LOSS;
+    a->st = b->st;
+    a->B = B;
+    a->D = lo->D;
+    a->KT = lo->KT;
+    a->HO = HO;
+    a->HOs = b->HOs;
+    a->dueling = lo->dueling;
+    a->huber = c->loss == FHD_LOSS_HUBER;
+    a->huber_delta = (float)c->huber_delta;
+    a->cql_alpha = (float)c->cql_alpha;
+    for (uint32_t d = 0; d < lo->D; d++) {
+        a->K[d] = lo->K[d];
+        a->k_off[d] = lo->k_off[d];
+    }
+    b->a_loss_batch = *a;
+    b->a_loss_batch.w_in = b->g_w;
+    b->a_loss_batch.prioritized = 0;
+}
+
+static void prepare_opt(fhd__backend *b) {
+    const fhd__layout *lo = &b->lo;
+    const fhd__config *c = &b->cfg;
+    fhd__opt_args *a = &b->a_opt;
+    memset(a, 0, sizeof *a);
+    a->params = b->params;
+    a->grad = b->grad;
+    a->m = b->adam_m;
+    a->v = b->adam_v;
+    a->sn_vec = b->sn;
+    a->P = b->P;
+    a->sn_size = lo->sn_size;
+    /* segments: each normalised W alone, the plain ranges between them merged */
+    uint64_t plain0 = 0;
+    for (uint32_t l = 0; l <= lo->L; l++) {
+        const fhd__layer *ly = &lo->layers[l];
+        if (!ly->sn)
+            continue;
+        if (ly->w_off > plain0) {
+            fhd__opt_segment s = {plain0, ly->w_off - plain0, -1, 0, 0};
+            a->seg[a->nseg++] = s;
+        }
+        fhd__opt_sn sn = {ly->out, ly->in, b->sn + ly->u_off, b->sn + ly->v_off,
+                          b->sn_sigma + l, b->sn_norms + 2 * l};
+        fhd__opt_segment s = {ly->w_off, (uint64_t)ly->out * ly->in, (int32_t)a->nsn, 0, 0};
+        a->sn[a->nsn++] = sn;
+        a->seg[a->nseg++] = s;
+        plain0 = ly->w_off + (uint64_t)ly->out * ly->in;
+    }
+    if (b->P > plain0) {
+        fhd__opt_segment s = {plain0, b->P - plain0, -1, 0, 0};
+        a->seg[a->nseg++] = s;
+    }
+    fhd__cuda_opt_plan(a);
+    a->partial = b->opt_partial;
+    a->done_norm = b->counters + CNT_NORM;
+    a->done_adam = b->counters + CNT_ADAM;
+    a->clip = b->clip;
+    a->st = b->st;
+    a->max_norm = (float)c->max_grad_norm;
+    a->lr = c->lr;
+    a->beta1 = c->adam_beta1;
+    a->beta2 = c->adam_beta2;
+    a->eps = (float)c->adam_eps;
+    a->weight_decay = c->weight_decay;
+    a->decoupled = c->optimizer == FHD_OPT_ADAMW;
+    a->target_interval = c->target_update_interval;
+    a->tau = (float)c->tau;
+}
+
+static int32_t prepare_gemms(fhd__backend *b) {
+    const fhd__layout *lo = &b->lo;
+    const uint32_t L = lo->L, B = b->B, S = lo->S;
+    for (uint32_t l = 0; l <= L; l++) {
+        const fhd__layer *ly = &lo->layers[l];
+        const float *a_on = ly->sn ? b->sn_inv + l : b->d_one;
+        const float *a_tg = ly->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + l : b->d_one;
+        /* online(s) [+ online(s')] */
+        FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_on[l], 0, l, b->rows_on,
+                                       l == 0 ? b->g_x : b->h[l - 1], b->h[l], a_on));
+        /* target(s') */
+        const float *xt = l == 0 ? b->g_x + (size_t)B * S : ((l - 1) % 2 == 0 ? b->tg_a : b->tg_b);
+        float *yt = l == L ? b->head_t : (l % 2 == 0 ? b->tg_a : b->tg_b);
+        FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_tg[l], 1, l, B, xt, yt, a_tg));
+        /* dW_l (out, in) = dz_l^T x_l: column-major dW^T (in, out) = x^T (in, B) . dz (B, out) */
+        fhd__gemm_spec s;
+        memset(&s, 0, sizeof s);
+        s.tf32 = b->tf32_bwd;
+        s.opa = CUBLAS_OP_N;
+        s.opb = CUBLAS_OP_T;
+        s.m = ly->in;
+        s.n = ly->out;
+        s.k = B;
+        s.A = l == 0 ? b->g_x : b->h[l - 1];
+        s.lda = ly->in;
+        s.B = b->dz[l];
+        s.ldb = l == L ? b->HOs : ly->out;
+        s.C = b->grad + ly->w_off;
+        s.ldc = ly->in;
+        s.alpha = b->d_one;
+        FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw[l], &s));
+        if (l == 0)
+            continue;
+        /* dx (B, in) = dz_l W_l: column-major dx^T (in, B) = W^T (in, out) . dz^T (out, B) */
+        memset(&s, 0, sizeof s);
+        s.tf32 = b->tf32_bwd;
+        s.opa = CUBLAS_OP_N;
+        s.opb = CUBLAS_OP_N;
+        s.m = ly->in;
+        s.n = B;
+        s.k = ly->out;
+        s.A = b->params + ly->w_off;
+        s.lda = ly->in;
+        s.B = b->dz[l];
+        s.ldb = l == L ? b->HOs : ly->out;
+        s.C = b->dz[l - 1];
+        s.ldc = ly->in;
+        s.alpha = a_on;
+        FHD_TRY(fhd__gemm_plan(b, &b->bwd_dx[l], &s));
+    }
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
+    prepare_sn(b);
+    prepare_sample(b);
+    prepare_loss(b);
+    prepare_opt(b);
+    b->bg_done = b->counters + CNT_BG;
+    return prepare_gemms(b);
+}

@@ -1,0 +1,256 @@
+/* cuda_state.cpp - read / write of state kinds (checkpoints, tests), scalars and statistics.
+ *
+ * Reads and writes are synchronous (outside the training loop): they are ordered after every
+ * update queued on the main stream and wait for their copy. get_scalars and latest_stats never
+ * wait: updates / replay position / size are host mirrors, and the max priority and statistics
+ * come from the newest completed snapshot (exact once the queued work is done, e.g. after any
+ * read).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ext.h"
+#include "cuda_internal.h"
+#include "sumtree.h"
+
+static int32_t state_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t count, int writing,
+                         void **p) {
+    uint64_t n;
+    void *base;
+    const uint64_t N = b->N;
+    switch (kind) {
+    case FHD_STATE_PARAMS: base = b->params; n = 2 * b->P; break;
+    case FHD_STATE_GRAD: base = b->grad; n = b->P; break;
+    case FHD_STATE_ADAM_M: base = b->adam_m; n = b->P; break;
+    case FHD_STATE_ADAM_V: base = b->adam_v; n = b->P; break;
+    case FHD_STATE_SN: base = b->sn; n = 2 * b->lo.sn_size; break;
+    case FHD_STATE_REPLAY_OBS: base = b->r_obs; n = N * b->lo.S; break;
+    case FHD_STATE_REPLAY_NEXT_OBS: base = b->r_next; n = N * b->lo.S; break;
+    case FHD_STATE_REPLAY_ACTIONS: base = b->r_act; n = N * b->lo.D; break;
+    case FHD_STATE_REPLAY_RETURNS: base = b->r_ret; n = N; break;
+    case FHD_STATE_REPLAY_DISC: base = b->r_disc; n = N; break;
+    case FHD_STATE_REPLAY_PRIORITY:
+        if (!b->prioritized)
+            return fhd__cuda_failf(b, FHD_ERR_NOT_FOUND, "the replay is uniform: no priorities");
+        base = b->nodes + b->leaves;
+        n = N;
+        break;
+    case FHD_STATE_LAST_INDICES: base = b->idx; n = b->B; break;
+    case FHD_STATE_LAST_WEIGHTS: base = b->w_out; n = b->B; break;
+    default: return fhd__cuda_failf(b, FHD_ERR_NOT_FOUND, "unknown state kind %d", kind);
+    }
+    if (writing && (kind == FHD_STATE_LAST_INDICES || kind == FHD_STATE_LAST_WEIGHTS))
+        return fhd__cuda_failf(b, FHD_ERR_INVALID_ARGUMENT, "state kind is read-only");
+    if (offset > n || count > n - offset)
+        return fhd__cuda_failf(b, FHD_ERR_SIZE_MISMATCH, "state range out of bounds");
+    *p = (char *)base + offset * fhd__state_elem_size(kind);
+    return FHD_OK;
+}
+
+static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t count, void *dst) {
+    uint64_t *o = (uint64_t *)dst;
+    switch (kind) {
+    case FHD_CUDA_STATE_SYNC_COUNT:
+        if (count < 1)
+            break;
+        o[0] = b->sync_count;
+        return FHD_OK;
+    case FHD_CUDA_STATE_GRAPH:
+        if (count < 1)
+            break;
+        memcpy(dst, &b->graph, sizeof(b->graph));
+        return FHD_OK;
+    case FHD_CUDA_STATE_DEVPTRS: {
+        if (count < FHD_CUDA_DEVPTR_COUNT)
+            break;
+        const uint64_t P = b->P;
+        const uint64_t v[FHD_CUDA_DEVPTR_COUNT] = {
+            (uint64_t)(uintptr_t)b->params, 8 * P,  (uint64_t)(uintptr_t)b->grad,   4 * P,
+            (uint64_t)(uintptr_t)b->adam_m, 4 * P,  (uint64_t)(uintptr_t)b->adam_v, 4 * P,
+            (uint64_t)(uintptr_t)b->sn,     8 * b->lo.sn_size};
+        memcpy(o, v, sizeof v);
+        return FHD_OK;
+    }
+    case FHD_CUDA_STATE_TREE:
+        if (!b->prioritized || count != 2 * (uint64_t)b->leaves)
+            break;
+        FHD_CK(b, cudaMemcpyAsync(dst, b->nodes, sizeof(uint64_t) * count, cudaMemcpyDeviceToHost,
+                                  b->s_main));
+        return fhd__cuda_sync(b, b->s_main);
+    case FHD_CUDA_STATE_INFO: {
+        if (count < FHD_CUDA_INFO_COUNT)
+            break;
+        uint64_t fb = 0;
+        for (uint32_t l = 0; l <= b->lo.L; l++)
+            fb += (uint64_t)b->fwd_on[l].fallback + (uint64_t)b->fwd_tg[l].fallback;
+        fhd__dev_scalars s;
+        FHD_CK(b, cudaMemcpyAsync(&s, b->st, sizeof s, cudaMemcpyDeviceToHost, b->s_main));
+        FHD_TRY(fhd__cuda_sync(b, b->s_main));
+        o[FHD_CUDA_INFO_GEMM_FALLBACKS] = fb;
+        o[FHD_CUDA_INFO_UPDATES_DEVICE] = s.updates;
+        o[FHD_CUDA_INFO_ROWS_ONLINE] = b->rows_on;
+        return FHD_OK;
+    }
+    default: break;
+    }
+    (void)offset;
+    return fhd__cuda_failf(b, FHD_ERR_NOT_FOUND, "unknown state kind %d or wrong count %llu", kind,
+                           (unsigned long long)count);
+}
+
+int32_t fhd__cuda_read(fhd__backend *b, int kind, uint64_t offset, uint64_t count, void *dst) {
+    FHD_CK(b, cudaSetDevice(b->device));
+    if (kind >= FHD_CUDA_STATE_SYNC_COUNT)
+        return read_ext(b, kind, offset, count, dst);
+    void *p;
+    FHD_TRY(state_ptr(b, kind, offset, count, 0, &p));
+    if (count) {
+        FHD_CK(b, cudaMemcpyAsync(dst, p, count * fhd__state_elem_size(kind),
+                                  cudaMemcpyDeviceToHost, b->s_main));
+        FHD_TRY(fhd__cuda_sync(b, b->s_main));
+    }
+    return fhd__cuda_poll_snapshots(b); /* the queue is drained: the snapshot is current */
+}
+
+/* Priorities: the tree is rebuilt on the host from all leaves (as fhd__sumtree_rebuild), then
+ * uploaded whole. */
+static int32_t write_priorities(fhd__backend *b, uint64_t offset, uint64_t count,
+                                const uint64_t *src) {
+    fhd__sumtree t;
+    if (fhd__sumtree_init(&t, b->N) != 0)
+        return fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY,
+                               "write priorities: out of host memory for %u leaves", b->N);
+    int32_t rc = FHD_OK;
+    cudaError_t e = cudaMemcpyAsync(t.nodes + t.leaves, b->nodes + b->leaves,
+                                    sizeof(uint64_t) * b->N, cudaMemcpyDeviceToHost, b->s_main);
+    if (e == cudaSuccess) {
+        b->sync_count++;
+        e = cudaStreamSynchronize(b->s_main);
+    }
+    if (e == cudaSuccess) {
+        memcpy(t.nodes + t.leaves + offset, src, sizeof(uint64_t) * count);
+        fhd__sumtree_rebuild(&t);
+        e = cudaMemcpyAsync(b->nodes, t.nodes, sizeof(uint64_t) * 2 * t.leaves,
+                            cudaMemcpyHostToDevice, b->s_main);
+    }
+    if (e == cudaSuccess) {
+        b->sync_count++;
+        e = cudaStreamSynchronize(b->s_main);
+    }
+    if (e != cudaSuccess)
+        rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "priority write");
+    fhd__sumtree_free(&t);
+    return rc;
+}
+
+int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t count,
+                        const void *src) {
+    FHD_CK(b, cudaSetDevice(b->device));
+    void *p;
+    FHD_TRY(state_ptr(b, kind, offset, count, 1, &p));
+    if (!count)
+        return FHD_OK;
+    if (kind == FHD_STATE_REPLAY_PRIORITY)
+        return write_priorities(b, offset, count, (const uint64_t *)src);
+    FHD_CK(b, cudaMemcpyAsync(p, src, count * fhd__state_elem_size(kind), cudaMemcpyHostToDevice,
+                              b->s_main));
+    return fhd__cuda_sync(b, b->s_main);
+}
+
+int32_t fhd__cuda_get_scalars(fhd__backend *b, fhd__backend_scalars *o) {
+    FHD_TRY(fhd__cuda_poll_snapshots(b));
+    o->updates = b->updates;
+    o->replay_pos = b->pos;
+    o->replay_size = b->size;
+    o->max_priority_q = b->max_q;
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) {
+    if (in->replay_pos >= b->N || in->replay_size > b->N || in->max_priority_q == 0)
+        return fhd__cuda_failf(b, FHD_ERR_INVALID_ARGUMENT, "replay position/size out of range");
+    FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_sync(b, b->s_main)); /* no update in flight reads the record meanwhile */
+    fhd__dev_scalars s;
+    FHD_CK(b, cudaMemcpyAsync(&s, b->st, sizeof s, cudaMemcpyDeviceToHost, b->s_main));
+    FHD_TRY(fhd__cuda_sync(b, b->s_main));
+    s.updates = in->updates;
+    s.replay_size = in->replay_size;
+    s.max_q = in->max_priority_q > FHD_PRIO_MAX_Q ? FHD_PRIO_MAX_Q : in->max_priority_q;
+    FHD_CK(b, cudaMemcpyAsync(b->st, &s, sizeof s, cudaMemcpyHostToDevice, b->s_main));
+    FHD_TRY(fhd__cuda_sync(b, b->s_main));
+    b->updates = in->updates;
+    b->pos = in->replay_pos;
+    b->size = in->replay_size;
+    b->max_q = s.max_q;
+    /* older snapshots describe the state before this write */
+    for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
+        b->snap_seq[i] = 0;
+    b->snap_last.max_q = s.max_q;
+    b->snap_last_seq = b->snap_counter;
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_latest_stats(fhd__backend *b, fhd__update_stats *out) {
+    FHD_TRY(fhd__cuda_poll_snapshots(b));
+    out->update_index = b->snap_last.stats_update;
+    out->loss = b->snap_last.loss;
+    out->td_abs_mean = b->snap_last.td_abs_mean;
+    out->q_mean = b->snap_last.q_mean;
+    out->grad_norm = b->snap_last.grad_norm;
+    out->beta = b->snap_last.beta;
+    return FHD_OK;
+}
+
+/* Synchronous check for tests: ring position, and for prioritized replay the whole node array
+ * (every internal node the sum of its children, leaves past capacity zero, filled slots
+ * non-zero, empty slots zero, no leaf above the running max). */
+int32_t fhd__cuda_check_invariants(fhd__backend *b, char *msg, size_t cap) {
+    if (b->pos >= b->N || b->size > b->N || (b->size < b->N && b->pos != b->size)) {
+        snprintf(msg, cap, "ring: pos %llu size %llu capacity %u", (unsigned long long)b->pos,
+                 (unsigned long long)b->size, b->N);
+        return FHD_ERR_INTERNAL;
+    }
+    FHD_CK(b, cudaSetDevice(b->device));
+    fhd__dev_scalars s;
+    FHD_CK(b, cudaMemcpyAsync(&s, b->st, sizeof s, cudaMemcpyDeviceToHost, b->s_main));
+    FHD_TRY(fhd__cuda_sync(b, b->s_main));
+    if (s.replay_size != b->size || s.updates != b->updates) {
+        snprintf(msg, cap, "device record: size %llu updates %llu; host %llu, %llu",
+                 (unsigned long long)s.replay_size, (unsigned long long)s.updates,
+                 (unsigned long long)b->size, (unsigned long long)b->updates);
+        return FHD_ERR_INTERNAL;
+    }
+    if (!b->prioritized)
+        return FHD_OK;
+    fhd__sumtree t;
+    if (fhd__sumtree_init(&t, b->N) != 0)
+        return fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY, "check: out of host memory");
+    int32_t rc = FHD_OK;
+    cudaError_t e = cudaMemcpyAsync(t.nodes, b->nodes, sizeof(uint64_t) * 2 * t.leaves,
+                                    cudaMemcpyDeviceToHost, b->s_main);
+    if (e == cudaSuccess) {
+        b->sync_count++;
+        e = cudaStreamSynchronize(b->s_main);
+    }
+    if (e != cudaSuccess) {
+        rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "tree read");
+    } else if (fhd__sumtree_check(&t) != 0) {
+        snprintf(msg, cap, "sum tree: an internal node differs from the sum of its children");
+        rc = FHD_ERR_INTERNAL;
+    } else {
+        for (uint32_t i = 0; i < b->N; i++) {
+            const uint64_t q = t.nodes[t.leaves + i];
+            if ((i < b->size) != (q != 0) || q > s.max_q) {
+                snprintf(msg, cap, "sum tree: slot %u holds %llu (size %llu, running max %llu)", i,
+                         (unsigned long long)q, (unsigned long long)b->size,
+                         (unsigned long long)s.max_q);
+                rc = FHD_ERR_INTERNAL;
+                break;
+            }
+        }
+    }
+    fhd__sumtree_free(&t);
+    return rc;
+}

@@ -1,0 +1,235 @@
+/* cuda_update.cpp - the update (DESIGN.md 4, as plugin/cpu/cpu_backend.c's update()), recorded
+ * once into a CUDA graph and replayed; train_batch; statistics snapshots.
+ *
+ * One update, main stream s0 and side stream s1:
+ *   s0  sample + gather (train only)
+ *   s0  spectral norm: [online v = normalize(W^T u); target sigma], [online u, sigma]
+ *       -- fork --
+ *   s0  online forward on rows_on rows: online(s) and, with double DQN, online(s') in the same
+ *       GEMMs (the batch region holds obs then next_obs)
+ *   s1  target(s') forward
+ *       -- join --
+ *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, priorities, head db
+ *   s0  per layer from the top: dx GEMM, ReLU backward + bias gradient
+ *   s1  per layer: dW GEMM as soon as that layer's dz is ready
+ *       -- join --
+ *   s0  gradient norm (+ SN gradient sums), then Adam + clip + SN correction + target update +
+ *       counter increment
+ * The update counter lives on the device and every kernel reads it, so the same graph serves
+ * every update: sampling counter, beta, Adam step and target-update interval advance by
+ * themselves.
+ */
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "linear.cuh"
+
+int32_t fhd__cuda_sync(fhd__backend *b, cudaStream_t s) {
+    b->sync_count++;
+    FHD_CK(b, cudaStreamSynchronize(s));
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e) {
+    b->sync_count++;
+    FHD_CK(b, cudaEventSynchronize(e));
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
+    const fhd__layout *lo = &b->lo;
+    const uint32_t L = lo->L;
+    cudaStream_t s0 = b->s_main, s1 = b->s_side;
+    if (train)
+        FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample, s0));
+    if (b->has_sn) {
+        FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn1, s0));
+        FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn2, s0));
+    }
+    FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
+    FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
+    for (uint32_t l = 0; l <= L; l++)
+        FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], s0, b->ws_main));
+    for (uint32_t l = 0; l <= L; l++)
+        FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], s1, b->ws_side));
+    FHD_CK(b, cudaEventRecord(b->ev_tgt, s1));
+    FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tgt, 0));
+    FHD_CK(b, fhd__cuda_td_loss(train ? &b->a_loss_train : &b->a_loss_batch, s0));
+    for (int l = (int)L; l >= 0; l--) {
+        FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));
+        FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_dz[l], 0));
+        FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], s1, b->ws_side));
+        if (l > 0) {
+            const fhd__layer *below = &lo->layers[l - 1];
+            FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], s0, b->ws_main));
+            FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], b->h[l - 1],
+                                                    b->grad + below->b_off, b->bg_partial,
+                                                    b->bg_done, b->B, below->out, s0));
+        }
+    }
+    FHD_CK(b, cudaEventRecord(b->ev_dw, s1));
+    FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_dw, 0));
+    FHD_CK(b, fhd__cuda_clip_grad_norm(&b->a_opt, s0));
+    FHD_CK(b, fhd__cuda_adam_step(&b->a_opt, s0));
+    return FHD_OK;
+}
+
+/* Before the capture: load every kernel (lazy module loading is not something to do inside a
+ * capture) and run each GEMM of the update once, so that cuBLASLt's own first-use work is done
+ * too. The warm-up writes only scratch buffers and the gradient, which is zeroed again. */
+static int32_t preload(fhd__backend *b) {
+    FHD_CK(b, fhd__cuda_sample_preload());
+    FHD_CK(b, fhd__cuda_spectral_norm_preload());
+    FHD_CK(b, fhd__cuda_linear_preload());
+    FHD_CK(b, fhd__cuda_td_loss_preload());
+    FHD_CK(b, fhd__cuda_optim_preload());
+    FHD_CK(b, fhd__cuda_replay_preload());
+    FHD_CK(b, fhd__cuda_act_preload());
+    for (uint32_t l = 0; l <= b->lo.L; l++) {
+        FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], b->s_main, b->ws_main));
+        FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], b->s_main, b->ws_main));
+        FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], b->s_main, b->ws_main));
+        if (l > 0)
+            FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], b->s_main, b->ws_main));
+    }
+    FHD_CK(b, cudaMemsetAsync(b->grad, 0, b->P * sizeof(float), b->s_main));
+    return fhd__cuda_sync(b, b->s_main);
+}
+
+int32_t fhd__cuda_capture(fhd__backend *b) {
+    FHD_TRY(preload(b));
+    FHD_CK(b, cudaStreamBeginCapture(b->s_main, cudaStreamCaptureModeGlobal));
+    int32_t rc = fhd__cuda_record_update(b, 1);
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(b->s_main, &g);
+    if (rc != FHD_OK) {
+        if (g)
+            cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        return rc;
+    }
+    if (e != cudaSuccess) {
+        if (g)
+            cudaGraphDestroy(g);
+        return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaStreamEndCapture (update graph)");
+    }
+    b->graph = g;
+    FHD_CK(b, cudaGraphInstantiate(&b->gexec, g, 0));
+    FHD_CK(b, cudaGraphUpload(b->gexec, b->s_main));
+    return FHD_OK;
+}
+
+/* ---- statistics snapshots ------------------------------------------------------------------ */
+
+/* Copy the device scalars into a pinned buffer of the ring after the work queued so far. A
+ * buffer whose copy is still pending is not reused: the newest one is re-targeted instead, so
+ * the older copies complete and the statistics advance however deep the queue is. */
+int32_t fhd__cuda_snapshot(fhd__backend *b) {
+    int k = b->snap_next;
+    if (b->snap_seq[k] > b->snap_last_seq) { /* not yet taken: is it complete? */
+        cudaError_t e = cudaEventQuery(b->ev_snaps[k]);
+        if (e == cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            k = b->snap_newest;
+        } else if (e != cudaSuccess) {
+            return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaEventQuery (statistics)");
+        }
+    }
+    if (k == b->snap_next)
+        b->snap_next = (b->snap_next + 1) % FHD_CUDA_SNAPSHOTS;
+    FHD_CK(b, cudaMemcpyAsync(b->h_snap[k], b->st, sizeof(fhd__dev_scalars),
+                              cudaMemcpyDeviceToHost, b->s_main));
+    FHD_CK(b, cudaEventRecord(b->ev_snaps[k], b->s_main));
+    b->snap_seq[k] = ++b->snap_counter;
+    b->snap_newest = k;
+    return FHD_OK;
+}
+
+/* Take the newest snapshot whose copy has completed (never waits). */
+int32_t fhd__cuda_poll_snapshots(fhd__backend *b) {
+    int best = -1;
+    for (int k = 0; k < FHD_CUDA_SNAPSHOTS; k++) {
+        if (b->snap_seq[k] <= b->snap_last_seq || (best >= 0 && b->snap_seq[k] <= b->snap_seq[best]))
+            continue;
+        cudaError_t e = cudaEventQuery(b->ev_snaps[k]);
+        if (e == cudaErrorNotReady) {
+            (void)cudaGetLastError(); /* not an error: keep the last-error slot clean */
+            continue;
+        }
+        if (e != cudaSuccess)
+            return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaEventQuery (statistics)");
+        best = k;
+    }
+    if (best >= 0) {
+        b->snap_last = *b->h_snap[best];
+        b->snap_last_seq = b->snap_seq[best];
+        b->max_q = b->snap_last.max_q;
+    }
+    return FHD_OK;
+}
+
+static void fill_stats(fhd__backend *b, fhd_train_stats *st, uint32_t done) {
+    if (!st)
+        return;
+    st->updates_done += done;
+    st->update_index = b->updates;
+    st->loss = b->snap_last.loss;
+    st->td_abs_mean = b->snap_last.td_abs_mean;
+    st->q_mean = b->snap_last.q_mean;
+    st->grad_norm = b->snap_last.grad_norm;
+}
+
+/* ---- train / train_batch ----------------------------------------------------------------- */
+
+int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *stats) {
+    if (b->size < b->B)
+        return fhd__cuda_failf(b, FHD_ERR_NOT_READY,
+                               "train: the replay holds fewer transitions than batch_size");
+    FHD_CK(b, cudaSetDevice(b->device));
+    for (uint32_t k = 0; k < num_updates; k++)
+        FHD_CK(b, cudaGraphLaunch(b->gexec, b->s_main));
+    b->updates += num_updates;
+    if (num_updates)
+        FHD_TRY(fhd__cuda_snapshot(b));
+    FHD_TRY(fhd__cuda_poll_snapshots(b));
+    fill_stats(b, stats, num_updates);
+    return FHD_OK;
+}
+
+/* One update on a host batch: the same kernels without sampling and priorities, run directly
+ * (not captured). The offline / parity path: it waits for the update so that the statistics and
+ * the optional TD errors and targets it returns belong to this update. */
+int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
+    const uint32_t B = b->B, S = b->lo.S, D = b->lo.D;
+    if (hb->B != B)
+        return fhd__cuda_failf(b, FHD_ERR_SIZE_MISMATCH, "train_batch: %u rows; batch_size is %u",
+                               hb->B, B);
+    FHD_CK(b, cudaSetDevice(b->device));
+    /* pinned staging with the device region's layout: obs | next_obs | actions | R | disc | w */
+    float *h = b->h_batch;
+    memcpy(h, hb->obs, sizeof(float) * B * S);
+    memcpy(h + (size_t)B * S, hb->next_obs, sizeof(float) * B * S);
+    memcpy(h + (size_t)2 * B * S, hb->actions, sizeof(int32_t) * B * D);
+    float *tail = h + (size_t)2 * B * S + (size_t)B * D;
+    memcpy(tail, hb->rewards, sizeof(float) * B);
+    memcpy(tail + B, hb->disc, sizeof(float) * B);
+    memcpy(tail + 2 * B, hb->weights, sizeof(float) * B);
+    FHD_CK(b, cudaMemcpyAsync(b->gbatch, h, b->gbatch_bytes, cudaMemcpyHostToDevice, b->s_main));
+    FHD_TRY(fhd__cuda_record_update(b, 0));
+    b->updates++;
+    if (hb->td || hb->y) {
+        FHD_CK(b, cudaMemcpyAsync(b->h_tdy, b->td, sizeof(float) * B * D, cudaMemcpyDeviceToHost,
+                                  b->s_main));
+        FHD_CK(b, cudaMemcpyAsync(b->h_tdy + (size_t)B * D, b->y, sizeof(float) * B,
+                                  cudaMemcpyDeviceToHost, b->s_main));
+    }
+    FHD_TRY(fhd__cuda_snapshot(b));
+    FHD_TRY(fhd__cuda_sync(b, b->s_main));
+    FHD_TRY(fhd__cuda_poll_snapshots(b));
+    if (hb->td)
+        memcpy(hb->td, b->h_tdy, sizeof(float) * B * D);
+    if (hb->y)
+        memcpy(hb->y, b->h_tdy + (size_t)B * D, sizeof(float) * B);
+    fill_stats(b, st, 1);
+    return FHD_OK;
+}

@@ -1,0 +1,156 @@
+/* cuda_bench.c - microseconds per full update of the CUDA backend on the DESIGN.md section 6
+ * configurations (not a test: timing never decides pass/fail).
+ *
+ * The replay is filled directly through the backend's state writes (random observations,
+ * actions, returns and priorities over the whole capacity), then after a warm-up each
+ * repetition times train(n) from the first launch to the completion of the last update (a
+ * synchronous read waits for the queue; n is chosen so that a repetition lasts ~0.3 s, so the
+ * final wait is noise). Prints the median and the minimum over the repetitions, and the act
+ * latency (greedy actions for 1 and 256 observations, host to host).
+ *
+ *   cuda_bench [NAME ...]     NAME in B1 B1-sn B2-fp32 B2-tf32 B3 C0 (default: all)
+ * With FHD_BENCH_QUICK set, only the fill and 50 warm-up updates run (for a profiler).
+ */
+#include "cuda_test.h"
+
+typedef struct bench {
+    const char *name;
+    const char *json;
+} bench;
+
+#define COMMON                                                                                 \
+    "\"backend\": \"cuda\", \"dueling\": true, \"double_dqn\": true, \"replay\": "             \
+    "\"prioritized\", \"per_alpha\": 0.6, \"per_beta0\": 0.4, \"lr\": 0.0001, "                \
+    "\"max_grad_norm\": 10, \"loss\": \"huber\", \"learning_starts\": 0, \"seed\": 1, "        \
+    "\"target_update_interval\": 1000, \"num_envs\": 256"
+
+static const bench benches[] = {
+    {"C0", "{" COMMON ", \"obs_dim\": 4, \"hidden\": [64, 64], \"actions\": [2], "
+           "\"batch_size\": 64, \"replay_capacity\": 100000}"},
+    {"B1", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], "
+           "\"batch_size\": 256, \"replay_capacity\": 1048576}"},
+    {"B1-sn", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], "
+              "\"batch_size\": 256, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\"}"},
+    {"B2-fp32", "{" COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "
+                "\"batch_size\": 8192, \"replay_capacity\": 1048576}"},
+    {"B2-tf32", "{" COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "
+                "\"batch_size\": 8192, \"replay_capacity\": 1048576, \"matmul_precision\": "
+                "\"tf32\"}"},
+    {"B3", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], \"actions\": [5, 5, 5, 5], "
+           "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\", "
+           "\"cql_alpha\": 0.1}"},
+};
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void must(fhd_learner *L, int32_t rc, const char *what) {
+    if (rc != FHD_OK) {
+        printf("FAIL %s: %s\n", what, L->ops->error(L->be));
+        exit(1);
+    }
+}
+
+static void fill(fhd_learner *L) {
+    const uint32_t N = L->cfg.replay_capacity, S = L->lo.S, D = L->lo.D;
+    const uint32_t chunk = 65536;
+    float *f = (float *)malloc(sizeof(float) * (size_t)chunk * S);
+    int32_t *a = (int32_t *)malloc(sizeof(int32_t) * (size_t)chunk * D);
+    uint64_t *q = (uint64_t *)malloc(8 * (size_t)N);
+    uint64_t s = 42, maxq = 1;
+    for (uint32_t r0 = 0; r0 < N; r0 += chunk) {
+        const uint32_t m = N - r0 < chunk ? N - r0 : chunk;
+        for (size_t i = 0; i < (size_t)m * S; i++) /* uniform in [-1, 1): cheap to make */
+            f[i] = (float)(ct_rng(&s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
+        must(L, L->ops->write(L->be, FHD_STATE_REPLAY_OBS, (uint64_t)r0 * S, (uint64_t)m * S, f),
+             "write obs");
+        must(L, L->ops->write(L->be, FHD_STATE_REPLAY_NEXT_OBS, (uint64_t)r0 * S, (uint64_t)m * S, f),
+             "write next_obs");
+        for (size_t i = 0; i < (size_t)m * D; i++)
+            a[i] = (int32_t)(ct_rng(&s) % L->lo.K[i % D]);
+        must(L, L->ops->write(L->be, FHD_STATE_REPLAY_ACTIONS, (uint64_t)r0 * D, (uint64_t)m * D, a),
+             "write actions");
+        for (uint32_t i = 0; i < m; i++)
+            f[i] = ct_normal(&s);
+        must(L, L->ops->write(L->be, FHD_STATE_REPLAY_RETURNS, r0, m, f), "write returns");
+        for (uint32_t i = 0; i < m; i++)
+            f[i] = 0.99f;
+        must(L, L->ops->write(L->be, FHD_STATE_REPLAY_DISC, r0, m, f), "write disc");
+    }
+    for (uint32_t i = 0; i < N; i++) {
+        q[i] = 1 + ct_rng(&s) % (UINT64_C(1) << 25);
+        maxq = q[i] > maxq ? q[i] : maxq;
+    }
+    must(L, L->ops->write(L->be, FHD_STATE_REPLAY_PRIORITY, 0, N, q), "write priorities");
+    fhd__backend_scalars sc = {0, 0, N, maxq};
+    must(L, L->ops->set_scalars(L->be, &sc), "set_scalars");
+    free(f);
+    free(a);
+    free(q);
+}
+
+static double timed(fhd_learner *L, uint32_t n) {
+    fhd_train_stats st = FHD_TRAIN_STATS_INIT;
+    float probe;
+    const double t0 = ct_now();
+    must(L, L->ops->train(L->be, n, &st), "train");
+    must(L, L->ops->read(L->be, FHD_STATE_PARAMS, 0, 1, &probe), "read");
+    return (ct_now() - t0) * 1e6 / n;
+}
+
+static void run(const bench *bm) {
+    fhd_learner *L = ct_create_cuda(bm->json);
+    fill(L);
+    timed(L, 50); /* warm-up */
+    if (getenv("FHD_BENCH_QUICK")) { /* profiling: the warm-up is all we need */
+        fhd__learner_destroy(L);
+        return;
+    }
+    const double est = timed(L, 20);
+    uint32_t n = (uint32_t)(0.3e6 / (est > 1 ? est : 1));
+    n = n < 20 ? 20 : (n > 20000 ? 20000 : n);
+    double t[7];
+    for (int r = 0; r < 7; r++)
+        t[r] = timed(L, n);
+    qsort(t, 7, sizeof t[0], cmp_double);
+    /* act latency */
+    const uint32_t S = L->lo.S, D = L->lo.D;
+    float *obs = (float *)calloc((size_t)256 * S, 4);
+    int32_t *act = (int32_t *)calloc((size_t)256 * D, 4);
+    double al[2];
+    const uint32_t rows[2] = {1, 256};
+    for (int k = 0; k < 2; k++) {
+        double v[101];
+        for (int r = 0; r < 101; r++) {
+            const double t0 = ct_now();
+            must(L, L->ops->q_values(L->be, rows[k], obs, NULL, act), "q_values");
+            v[r] = (ct_now() - t0) * 1e6;
+        }
+        qsort(v, 101, sizeof v[0], cmp_double);
+        al[k] = v[50];
+    }
+    fhd__update_stats us;
+    L->ops->latest_stats(L->be, &us);
+    printf("%-8s %10.1f %10.1f %12.0f %8u %10.1f %10.1f  loss %.4g  (%s)\n", bm->name, t[3], t[0],
+           1e6 / t[3], n, al[0], al[1], us.loss, L->ops->device_name(L->be));
+    fflush(stdout);
+    free(obs);
+    free(act);
+    fhd__learner_destroy(L);
+}
+
+int main(int argc, char **argv) {
+    ct_require_gpu();
+    printf("%-8s %10s %10s %12s %8s %10s %10s\n", "config", "median_us", "min_us", "updates/s",
+           "n/rep", "act1_us", "act256_us");
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
+        int want = argc == 1;
+        for (int a = 1; a < argc; a++)
+            want = want || strcmp(argv[a], benches[i].name) == 0;
+        if (want)
+            run(&benches[i]);
+    }
+    return 0;
+}

@@ -1,0 +1,192 @@
+/* cuda_test.h - helpers shared by the CUDA backend's tests (C11).
+ *
+ * The tests link the core's objects (white-box: fhd__learner_* and the backend ops, so that
+ * state kinds such as FHD_STATE_LAST_INDICES are reachable) and dlopen the CUDA module through
+ * the core's loader ($FHD_CUDA_MODULE points at it). Every test exits 77 (skipped) when the
+ * process sees no CUDA device, and fails when a device is present but the backend is not.
+ */
+#ifndef FHD_CUDA_TEST_H
+#define FHD_CUDA_TEST_H
+
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_ext.h"
+#include "learner.h"
+
+static int ct_pass, ct_fail;
+
+static inline void ct_check(int ok, const char *fmt, ...) {
+    va_list ap;
+    printf("%s ", ok ? "  ok  " : "  FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    if (ok)
+        ct_pass++;
+    else
+        ct_fail++;
+}
+
+static inline int ct_finish(void) {
+    printf("%d passed, %d failed\n", ct_pass, ct_fail);
+    return ct_fail ? 1 : 0;
+}
+
+/* Exit 77 unless a CUDA device is visible. */
+static inline void ct_require_gpu(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        exit(77);
+    }
+}
+
+static inline double ct_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* splitmix64: the tests' own generator. */
+static inline uint64_t ct_rng(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline double ct_unit(uint64_t *s) {
+    return (double)(ct_rng(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+static inline float ct_normal(uint64_t *s) {
+    double u1 = ct_unit(s), u2 = ct_unit(s);
+    return (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2));
+}
+
+/* Create a learner from JSON; on failure prints and returns NULL (code in *rc). */
+static inline fhd_learner *ct_create(const char *json, int32_t *rc_out) {
+    fhd_error err = FHD_ERROR_INIT;
+    fhd_learner *L = NULL;
+    int32_t rc = fhd__learner_init(json, strlen(json), &L, &err);
+    if (rc_out)
+        *rc_out = rc;
+    if (rc != FHD_OK) {
+        printf("init failed: %s %s: %s\n", err.path, fhd__status_name(rc), err.message);
+        return NULL;
+    }
+    return L;
+}
+
+/* The CUDA learner, or exit 77 when the machine has no device, or exit 1. */
+static inline fhd_learner *ct_create_cuda(const char *json) {
+    ct_require_gpu();
+    int32_t rc;
+    fhd_learner *L = ct_create(json, &rc);
+    if (!L) {
+        printf("FAIL: a CUDA device is present but the cuda backend could not be created\n");
+        exit(1);
+    }
+    return L;
+}
+
+/* Read count elements of a state kind (exits on error). */
+static inline void ct_read(fhd_learner *L, int kind, uint64_t off, uint64_t count, void *dst) {
+    int32_t rc = L->ops->read(L->be, kind, off, count, dst);
+    if (rc != FHD_OK) {
+        printf("FAIL read kind %d: %s\n", kind, L->ops->error(L->be));
+        exit(1);
+    }
+}
+
+static inline float *ct_read_floats(fhd_learner *L, int kind, uint64_t count) {
+    float *p = (float *)malloc(sizeof(float) * (count ? count : 1));
+    ct_read(L, kind, 0, count, p);
+    return p;
+}
+
+/* ||a - b|| / max(||b||, tiny) over n floats; also the max abs difference. */
+static inline double ct_relerr(const float *a, const float *b, uint64_t n, double *maxabs) {
+    double num = 0, den = 0, mx = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        if (!(d == d)) {
+            if (maxabs)
+                *maxabs = INFINITY;
+            return INFINITY;
+        }
+        num += d * d;
+        den += (double)b[i] * b[i];
+        if (fabs(d) > mx)
+            mx = fabs(d);
+    }
+    if (maxabs)
+        *maxabs = mx;
+    return sqrt(num) / (den > 1e-30 ? sqrt(den) : 1e-15);
+}
+
+/* Feed T steps of E envs of deterministic transitions through observe. */
+static inline void ct_feed(fhd_learner **Ls, int nl, uint32_t E, uint32_t S, uint32_t D,
+                           const uint32_t *K, uint32_t T, uint64_t seed) {
+    float *obs = (float *)malloc(sizeof(float) * E * S), *next = (float *)malloc(sizeof(float) * E * S);
+    float *rew = (float *)malloc(sizeof(float) * E);
+    int32_t *act = (int32_t *)malloc(sizeof(int32_t) * E * D);
+    uint8_t *term = (uint8_t *)malloc(E), *trunc = (uint8_t *)malloc(E);
+    uint64_t s = seed;
+    for (uint32_t i = 0; i < E * S; i++)
+        obs[i] = ct_normal(&s);
+    for (uint32_t t = 0; t < T; t++) {
+        for (uint32_t i = 0; i < E * S; i++)
+            next[i] = 0.9f * obs[i] + 0.3f * ct_normal(&s);
+        for (uint32_t e = 0; e < E; e++) {
+            rew[e] = ct_normal(&s);
+            for (uint32_t d = 0; d < D; d++)
+                act[e * D + d] = (int32_t)(ct_rng(&s) % K[d]);
+            double u = ct_unit(&s);
+            term[e] = u < 0.03;
+            trunc[e] = !term[e] && u < 0.05;
+        }
+        fhd_transitions tr = FHD_TRANSITIONS_INIT;
+        tr.num_envs = E;
+        tr.obs = obs;
+        tr.actions = act;
+        tr.rewards = rew;
+        tr.next_obs = next;
+        tr.terminated = term;
+        tr.truncated = trunc;
+        for (int l = 0; l < nl; l++) {
+            int32_t rc = fhd__learner_observe(Ls[l], &tr);
+            if (rc != FHD_OK) {
+                printf("FAIL observe: %s\n", Ls[l]->err);
+                exit(1);
+            }
+        }
+        memcpy(obs, next, sizeof(float) * E * S);
+    }
+    free(obs);
+    free(next);
+    free(rew);
+    free(act);
+    free(term);
+    free(trunc);
+}
+
+static inline uint64_t ct_sync_count(fhd_learner *L) {
+    uint64_t c = 0;
+    ct_read(L, FHD_CUDA_STATE_SYNC_COUNT, 0, 1, &c);
+    return c;
+}
+
+#endif

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Run the CUDA backend's tests, compute-sanitizer and the timing driver on a GPU machine.
+#
+# Build here first:  tools/device_bundle.sh        (sm_90 build + runtime libraries in .device/)
+# then, on the GPU machine, from the repository root:
+#   OUT=/some/dir tests/cuda/device_run.sh [tests] [sanitize] [bench] [bench-args...]
+# With no argument everything runs. Logs go to $OUT (summary.txt, tests.log, sanitizer.log,
+# bench.log, graph.dot); the summary and every FAIL line are printed at the end.
+set -u
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/fhd_device_out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
+BLD=$PWD/.device/build
+T=$BLD/tests/cuda
+export FHD_CUDA_MODULE=$BLD/libfoxhunt_dqn_cuda.so
+what=${1:-all}
+[ $# -gt 0 ] && shift
+
+summary() { echo "$*" | tee -a "$OUT/summary.txt"; }
+run() { # name timeout command...
+  local name=$1 limit=$2
+  shift 2
+  local t0=$(date +%s%N)
+  { echo "==== $name: $*"; timeout "$limit" "$@"; echo "==== $name rc=$?"; } >>"$OUT/$LOG" 2>&1
+  local rc=$(tail -1 "$OUT/$LOG" | sed 's/.*rc=//')
+  summary "$name rc=$rc ($(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+}
+
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+  ldd "$FHD_CUDA_MODULE" | grep -E "cuda|cublas"
+} >"$OUT/summary.txt" 2>&1
+
+if [ "$what" = all ] || [ "$what" = tests ]; then
+  LOG=tests.log
+  run smoke 45 "$T/test_cuda_smoke"
+  run sumtree 60 "$T/test_cuda_sumtree"
+  FHD_GRAPH_DOT=$OUT/graph.dot run graph 60 "$T/test_cuda_graph"
+  run parity 120 "$T/test_cuda_parity"
+  run long 60 "$T/test_cuda_long"
+  run checkpoint 45 "$T/test_cuda_checkpoint"
+fi
+if [ "$what" = all ] || [ "$what" = bench ]; then
+  LOG=bench.log
+  run bench 100 "$T/cuda_bench" "$@"
+fi
+if [ "$what" = all ] || [ "$what" = sanitize ]; then
+  LOG=sanitizer.log
+  for tool in ${FHD_SANITIZER_TOOLS:-memcheck racecheck}; do
+    run "sanitizer-$tool" 90 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      --print-limit 20 "$T/test_cuda_smoke"
+  done
+fi
+
+if [ "$what" = profile ]; then
+  # per-kernel durations (Nsight Compute, clocks left alone) of two updates after warm-up
+  LOG=tests.log
+  run parity 60 "$T/test_cuda_parity"
+  LOG=profile.log
+  for cfg in ${FHD_PROFILE_CONFIGS:-B1-sn B3 B2-tf32}; do
+    FHD_BENCH_QUICK=1 run "ncu-$cfg" 90 ncu --clock-control none --csv \
+      --metrics gpu__time_duration.sum --launch-skip 500 --launch-count 44 "$T/cuda_bench" "$cfg"
+  done
+  grep -h -E '^"[0-9]' "$OUT/profile.log" | awk -F'","' '{n=$5; sub(/\(.*/, "", n); print $NF, $(NF-1), n}' \
+    | sed 's/"//g' | tail -140 >"$OUT/profile_summary.txt"
+fi
+
+echo "---- failures"
+grep -h -E "FAIL|ERROR SUMMARY|rc=[1-9]|failed" "$OUT"/*.log 2>/dev/null | head -80
+echo "---- bench"
+[ -f "$OUT/bench.log" ] && grep -v "^====" "$OUT/bench.log" | tail -12
+[ -f "$OUT/profile_summary.txt" ] && { echo "---- profile (duration, kernel)"; cat "$OUT/profile_summary.txt"; }
+echo "---- summary"
+cat "$OUT/summary.txt"

@@ -1,0 +1,222 @@
+/* test_cuda_graph.c - the structure of the captured update and a stall-free training loop.
+ *
+ * On a B1-like configuration (dueling, double DQN, PER, spectral norm on every torso layer):
+ *   - the update was captured (cudaStreamCaptureModeGlobal, at create) into one graph;
+ *   - no memcpy node at all, so none between parameter copies;
+ *   - no kernel node of ours (fhd_*) has a 1x1x1 grid;
+ *   - spectral norm takes exactly 2 kernel nodes;
+ *   - memset nodes are listed with their targets; none writes the parameters, gradient or
+ *     Adam moments;
+ *   - the loss kernel joins two branches: the target forward runs beside the online forward;
+ *     the gradient-norm kernel joins the dW GEMMs' branch;
+ *   - the backend does no synchronisation across 10,000 updates driven through the front
+ *     (fhd__learner_train, which also queries the replay size), and the device counter shows
+ *     all of them done.
+ * The graph is written to $FHD_GRAPH_DOT (Graphviz) when that variable is set.
+ */
+#include "cuda_test.h"
+
+#define MAXN 4096
+
+typedef struct node_info {
+    cudaGraphNode_t node;
+    enum cudaGraphNodeType type;
+    char name[160];
+    int ours;
+    dim3 grid;
+} node_info;
+
+static node_info nodes[MAXN];
+static size_t nn;
+static cudaGraphNode_t efrom[4 * MAXN], eto[4 * MAXN];
+static size_t ne;
+
+static int find(cudaGraphNode_t n) {
+    for (size_t i = 0; i < nn; i++)
+        if (nodes[i].node == n)
+            return (int)i;
+    return -1;
+}
+
+/* reach[i] = 1 for every ancestor of node t (not t itself) */
+static void ancestors(int t, char *reach) {
+    memset(reach, 0, nn);
+    int stack[MAXN], sp = 0;
+    stack[sp++] = t;
+    while (sp) {
+        int x = stack[--sp];
+        for (size_t e = 0; e < ne; e++)
+            if (eto[e] == nodes[x].node) {
+                int f = find(efrom[e]);
+                if (f >= 0 && !reach[f]) {
+                    reach[f] = 1;
+                    stack[sp++] = f;
+                }
+            }
+    }
+}
+
+/* Kernel nodes strictly between nodes `from` and `to` (descendants of from, ancestors of to)
+ * that include two nodes on parallel branches (neither reaches the other). */
+static int parallel_between(int from, int to, const char *what) {
+    static char anc_to[MAXN], anc_x[MAXN];
+    static int between[MAXN];
+    int nb = 0;
+    ancestors(to, anc_to);
+    for (size_t x = 0; x < nn; x++) {
+        if (!anc_to[x] || nodes[x].type != cudaGraphNodeTypeKernel || (int)x == from)
+            continue;
+        ancestors((int)x, anc_x);
+        if (from < 0 || anc_x[from])
+            between[nb++] = (int)x;
+    }
+    int pairs = 0;
+    for (int i = 0; i < nb; i++) {
+        ancestors(between[i], anc_x);
+        for (int j = 0; j < nb; j++)
+            if (j != i && !anc_x[between[j]]) {
+                static char anc_j[MAXN];
+                ancestors(between[j], anc_j);
+                if (!anc_j[between[i]])
+                    pairs++;
+            }
+    }
+    printf("       %s: %d kernel nodes, %d ordered pairs on parallel branches\n", what, nb, pairs);
+    return pairs > 0;
+}
+
+int main(void) {
+    ct_require_gpu();
+    const char *json = "{\"backend\": \"cuda\", \"obs_dim\": 64, \"hidden\": [256, 256], "
+                       "\"actions\": [8], \"dueling\": true, \"double_dqn\": true, "
+                       "\"batch_size\": 256, \"replay_capacity\": 65536, \"replay\": "
+                       "\"prioritized\", \"spectral_norm\": \"all\", \"lr\": 0.0001, "
+                       "\"max_grad_norm\": 10, \"target_update_interval\": 1000, \"num_envs\": 64, "
+                       "\"learning_starts\": 0, \"seed\": 3}";
+    fhd_learner *L = ct_create_cuda(json);
+    printf("device: %s\n", L->ops->device_name(L->be));
+    cudaGraph_t g = NULL;
+    ct_read(L, FHD_CUDA_STATE_GRAPH, 0, 1, &g);
+    ct_check(g != NULL, "the update was captured into a graph (global capture mode, at create)");
+    if (!g)
+        return ct_finish();
+    uint64_t dp[FHD_CUDA_DEVPTR_COUNT];
+    ct_read(L, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dp);
+
+    nn = MAXN;
+    cudaGraphNode_t raw[MAXN];
+    cudaError_t e = cudaGraphGetNodes(g, raw, &nn);
+    ct_check(e == cudaSuccess && nn < MAXN, "cudaGraphGetNodes: %zu nodes", nn);
+    ne = 4 * MAXN;
+    e = cudaGraphGetEdges(g, efrom, eto, NULL, &ne);
+    ct_check(e == cudaSuccess, "cudaGraphGetEdges: %zu edges", ne);
+    int n_kernel = 0, n_memcpy = 0, n_memset = 0, n_other = 0, n_sn = 0, ours_1x1 = 0;
+    int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, last_sn = -1;
+    for (size_t i = 0; i < nn; i++) {
+        node_info *ni = &nodes[i];
+        ni->node = raw[i];
+        cudaGraphNodeGetType(raw[i], &ni->type);
+        snprintf(ni->name, sizeof ni->name, "?");
+        if (ni->type == cudaGraphNodeTypeKernel) {
+            n_kernel++;
+            struct cudaKernelNodeParams kp;
+            memset(&kp, 0, sizeof kp);
+            if (cudaGraphKernelNodeGetParams(raw[i], &kp) == cudaSuccess) {
+                const char *nm = NULL;
+                ni->grid = kp.gridDim;
+                if (kp.func && cudaFuncGetName(&nm, kp.func) == cudaSuccess && nm)
+                    snprintf(ni->name, sizeof ni->name, "%s", nm);
+                else
+                    snprintf(ni->name, sizeof ni->name, "(library kernel)");
+            } else {
+                snprintf(ni->name, sizeof ni->name, "(library kernel)");
+            }
+            (void)cudaGetLastError();
+            ni->ours = strstr(ni->name, "fhd_") != NULL;
+            if (ni->ours) {
+                n_ours++;
+                if (ni->grid.x * ni->grid.y * ni->grid.z == 1)
+                    ours_1x1++;
+                if (strstr(ni->name, "fhd_sn_kernel")) {
+                    n_sn++;
+                    last_sn = (int)i;
+                }
+                if (strstr(ni->name, "fhd_td_loss_kernel"))
+                    loss = (int)i;
+                if (strstr(ni->name, "fhd_clip_grad_norm_kernel"))
+                    norm = (int)i;
+            }
+            printf("       kernel %-60.60s grid %ux%ux%u\n", ni->name, ni->grid.x, ni->grid.y,
+                   ni->grid.z);
+        } else if (ni->type == cudaGraphNodeTypeMemcpy) {
+            n_memcpy++;
+        } else if (ni->type == cudaGraphNodeTypeMemset) {
+            n_memset++;
+            struct cudaMemsetParams mp;
+            memset(&mp, 0, sizeof mp);
+            cudaGraphMemsetNodeGetParams(raw[i], &mp);
+            uint64_t a = (uint64_t)(uintptr_t)mp.dst;
+            int hits = 0;
+            for (int k = 0; k < FHD_CUDA_DEVPTR_COUNT; k += 2)
+                if (a >= dp[k] && a < dp[k] + dp[k + 1])
+                    hits = 1;
+            memset_bad += hits;
+            printf("       memset node: dst %p, %zu x %zu elements of %u bytes, value %u%s\n",
+                   mp.dst, mp.width, mp.height, mp.elementSize, mp.value,
+                   hits ? " (in the parameter/optimiser buffers!)" : " (library workspace)");
+        } else {
+            n_other++;
+        }
+    }
+    printf("       %zu nodes: %d kernels (%d ours), %d memcpy, %d memset, %d other\n", nn, n_kernel,
+           n_ours, n_memcpy, n_memset, n_other);
+    ct_check(n_memcpy == 0, "no memcpy node (so none between parameter copies): %d", n_memcpy);
+    ct_check(ours_1x1 == 0, "no kernel node of ours with a 1x1x1 grid (%d found)", ours_1x1);
+    ct_check(n_sn == 2, "spectral norm of both torso layers (online and target) in %d kernel nodes",
+             n_sn);
+    ct_check(memset_bad == 0, "no memset node writes parameters, gradient, Adam or SN state (%d)",
+             memset_bad);
+    ct_check(loss >= 0 && parallel_between(last_sn, loss, "spectral norm -> loss"),
+             "target(s') forward runs on a branch parallel to the online forward");
+    ct_check(loss >= 0 && norm >= 0 && parallel_between(loss, norm, "loss -> gradient norm"),
+             "the dW GEMMs run on a branch parallel to the dx chain");
+    const char *dot = getenv("FHD_GRAPH_DOT");
+    if (dot && *dot)
+        cudaGraphDebugDotPrint(g, dot, cudaGraphDebugDotFlagsKernelNodeParams);
+
+    /* 10,000 updates without a synchronisation */
+    const uint32_t K[1] = {8};
+    fhd_learner *Ls[1] = {L};
+    ct_feed(Ls, 1, 64, 64, 1, K, 100, 77);
+    const uint64_t c0 = ct_sync_count(L);
+    double t0 = ct_now();
+    int ok = 1;
+    for (int r = 0; r < 100 && ok; r++) {
+        fhd_train_stats st = FHD_TRAIN_STATS_INIT;
+        ok = fhd__learner_train(L, 100, &st) == FHD_OK && st.updates_done == 100;
+    }
+    double t1 = ct_now();
+    const uint64_t c1 = ct_sync_count(L);
+    ct_check(ok, "10,000 updates through fhd__learner_train (%s)", ok ? "" : L->err);
+    ct_check(c1 == c0, "no synchronisation by the backend during them (%llu before, %llu after)",
+             (unsigned long long)c0, (unsigned long long)c1);
+    uint64_t info[FHD_CUDA_INFO_COUNT];
+    ct_read(L, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, info);
+    double t2 = ct_now();
+    ct_check(info[FHD_CUDA_INFO_UPDATES_DEVICE] == 10000,
+             "the device counter says %llu updates", (unsigned long long)info[1]);
+    printf("       host enqueue %.1f us/update, with completion %.1f us/update; %llu GEMMs "
+           "without a bias epilogue\n",
+           (t1 - t0) * 1e6 / 10000, (t2 - t0) * 1e6 / 10000,
+           (unsigned long long)info[FHD_CUDA_INFO_GEMM_FALLBACKS]);
+    fhd__update_stats us;
+    L->ops->latest_stats(L->be, &us);
+    ct_check(us.update_index == 10000 && isfinite(us.loss) && isfinite(us.grad_norm),
+             "statistics of update %llu: loss %g, grad norm %g", (unsigned long long)us.update_index,
+             us.loss, us.grad_norm);
+    char msg[256] = {0};
+    ct_check(L->ops->check_invariants(L->be, msg, sizeof msg) == FHD_OK, "invariants hold (%s)",
+             msg);
+    fhd__learner_destroy(L);
+    return ct_finish();
+}

@@ -1,0 +1,114 @@
+/* test_cuda_smoke.c - a short run through every path of the CUDA backend, small enough for
+ * compute-sanitizer (memcheck, racecheck, synccheck: tests/cuda/run_sanitizer.sh): observe with
+ * ring wrap-around, train (graph), train_batch (direct launches), act with and without Q values,
+ * priority write (tree rebuild), scalars, invariants; for uniform and prioritized replay, with
+ * and without spectral norm, plain and branching/CQL heads. */
+#include "cuda_test.h"
+
+static void run(const char *name, const char *extra, uint32_t D, const uint32_t *K) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"backend\": \"cuda\", \"obs_dim\": 10, \"hidden\": [24, 40], \"batch_size\": 48, "
+             "\"replay_capacity\": 300, \"num_envs\": 3, \"learning_starts\": 0, \"seed\": 5, "
+             "\"target_update_interval\": 3, %s}",
+             extra);
+    fhd_learner *L = ct_create_cuda(json);
+    fhd_learner *Ls[1] = {L};
+    const uint32_t S = L->lo.S, B = L->cfg.batch_size, KT = L->lo.KT;
+    ct_feed(Ls, 1, 3, S, D, K, 150, 9);
+    fhd_train_stats st = FHD_TRAIN_STATS_INIT;
+    int32_t rc = fhd__learner_train(L, 7, &st);
+    ct_check(rc == FHD_OK, "%s: train(7) (%s)", name, rc == FHD_OK ? "" : L->err);
+    /* train_batch */
+    float *obs = (float *)calloc((size_t)B * S, 4), *next = (float *)calloc((size_t)B * S, 4);
+    float *rew = (float *)calloc(B, 4), *td = (float *)calloc((size_t)B * D, 4), *y = (float *)calloc(B, 4);
+    int32_t *act = (int32_t *)calloc((size_t)B * D, 4);
+    uint8_t *term = (uint8_t *)calloc(B, 1);
+    uint64_t s = 3;
+    for (uint32_t i = 0; i < B * S; i++) {
+        obs[i] = ct_normal(&s);
+        next[i] = ct_normal(&s);
+    }
+    for (uint32_t i = 0; i < B; i++)
+        for (uint32_t d = 0; d < D; d++)
+            act[i * D + d] = (int32_t)(ct_rng(&s) % K[d]);
+    fhd_batch bt = FHD_BATCH_INIT;
+    bt.batch_size = B;
+    bt.obs = obs;
+    bt.actions = act;
+    bt.rewards = rew;
+    bt.next_obs = next;
+    bt.terminated = term;
+    bt.td_errors = td;
+    bt.targets = y;
+    rc = fhd__learner_train_batch(L, &bt, &st);
+    ct_check(rc == FHD_OK && isfinite(st.loss), "%s: train_batch (loss %g)", name, st.loss);
+    rc = fhd__learner_train(L, 5, &st);
+    ct_check(rc == FHD_OK, "%s: train after train_batch", name);
+    /* act, 5 rows and 700 rows (more than one chunk of 256... when num_envs is small) */
+    float *q = (float *)calloc((size_t)700 * KT, 4), *o = (float *)calloc((size_t)700 * S, 4);
+    int32_t *a = (int32_t *)calloc((size_t)700 * D, 4);
+    for (uint32_t i = 0; i < 700 * S; i++)
+        o[i] = ct_normal(&s);
+    fhd_act_args aa = FHD_ACT_ARGS_INIT;
+    aa.num_obs = 5;
+    aa.obs = o;
+    aa.actions = a;
+    rc = fhd__learner_act(L, &aa);
+    aa.num_obs = 700;
+    aa.q_values = q;
+    rc = rc == FHD_OK ? fhd__learner_act(L, &aa) : rc;
+    int in_range = 1;
+    for (uint32_t i = 0; i < 700; i++)
+        for (uint32_t d = 0; d < D; d++)
+            in_range = in_range && a[i * D + d] >= 0 && (uint32_t)a[i * D + d] < K[d];
+    ct_check(rc == FHD_OK && in_range, "%s: act 5 and 700 rows", name);
+    /* priority write */
+    if (L->cfg.replay == FHD_REPLAY_PRIORITIZED) {
+        const uint32_t N = L->cfg.replay_capacity;
+        uint64_t *p = (uint64_t *)malloc(8 * (size_t)N);
+        ct_read(L, FHD_STATE_REPLAY_PRIORITY, 0, N, p);
+        for (uint32_t i = 0; i < N; i += 7)
+            p[i] = 1 + (p[i] >> 1);
+        rc = L->ops->write(L->be, FHD_STATE_REPLAY_PRIORITY, 0, N, p);
+        ct_check(rc == FHD_OK, "%s: priority write", name);
+        free(p);
+        rc = fhd__learner_train(L, 3, &st);
+        ct_check(rc == FHD_OK, "%s: train after the priority write", name);
+    }
+    char msg[256] = {0};
+    rc = L->ops->check_invariants(L->be, msg, sizeof msg);
+    ct_check(rc == FHD_OK, "%s: invariants (%s)", name, msg);
+    fhd__update_stats us;
+    float probe;
+    ct_read(L, FHD_STATE_PARAMS, 0, 1, &probe);
+    L->ops->latest_stats(L->be, &us);
+    ct_check(us.update_index == 13 + (L->cfg.replay == FHD_REPLAY_PRIORITIZED ? 3 : 0) &&
+                 isfinite(us.loss),
+             "%s: statistics of update %llu, loss %g", name, (unsigned long long)us.update_index,
+             us.loss);
+    free(obs);
+    free(next);
+    free(rew);
+    free(td);
+    free(y);
+    free(act);
+    free(term);
+    free(q);
+    free(o);
+    free(a);
+    fhd__learner_destroy(L);
+}
+
+int main(void) {
+    ct_require_gpu();
+    const uint32_t K1[1] = {4}, K3[3] = {3, 2, 5};
+    run("per-sn-double", "\"actions\": [4], \"replay\": \"prioritized\", \"spectral_norm\": \"all\"",
+        1, K1);
+    run("uniform-plain", "\"actions\": [4], \"replay\": \"uniform\", \"dueling\": false, "
+        "\"double_dqn\": false", 1, K1);
+    run("branching-cql-nstep", "\"actions\": [3, 2, 5], \"replay\": \"prioritized\", "
+        "\"cql_alpha\": 0.2, \"n_step\": 3, \"spectral_norm\": \"last\", \"tau\": 0.5, "
+        "\"matmul_precision\": \"tf32\"", 3, K3);
+    return ct_finish();
+}
