@@ -111,6 +111,11 @@ typedef struct fhd__backend_ops {
     /* (optional) Check internal invariants (sum tree sums, ring position, running max
      * priority); FHD_OK or FHD_ERR_INTERNAL with the first violation in msg. For tests. */
     int32_t (*check_invariants)(fhd__backend *b, char *msg, size_t msg_cap);
+
+    /* (optional; NULL for synchronous backends) Wait until every queued update is done, so
+     * get_scalars and latest_stats are exact. Never used in the training loop: checkpoints
+     * call it to take a consistent snapshot. */
+    int32_t (*finish)(fhd__backend *b);
 } fhd__backend_ops;
 
 /* The CPU reference backend (plugin/cpu). */

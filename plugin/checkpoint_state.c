@@ -177,7 +177,10 @@ fhd__ck_tensor *fhd__ck_catalog_find(const fhd__ck_catalog *c, const char *name)
 
 int32_t fhd__ck_scalars_get(fhd_learner *L, fhd__ck_scalars *sc) {
     fhd__backend_scalars bs;
-    int32_t rc = L->ops->get_scalars(L->be, &bs);
+    /* an asynchronous backend (CUDA) first completes its queued updates */
+    int32_t rc = L->ops->finish ? L->ops->finish(L->be) : FHD_OK;
+    if (rc == FHD_OK)
+        rc = L->ops->get_scalars(L->be, &bs);
     if (rc != FHD_OK)
         return rc;
     memset(sc, 0, sizeof(*sc));

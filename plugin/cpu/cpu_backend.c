@@ -569,4 +569,5 @@ const fhd__backend_ops fhd__cpu_backend_ops = {
     cpu_set_scalars,
     cpu_latest_stats,
     cpu_check_invariants,
+    NULL, /* finish: the CPU backend is synchronous */
 };

@@ -461,6 +461,12 @@ static int32_t op_check_invariants(fhd__backend *b, char *msg, size_t cap) {
     return fhd__cuda_check_invariants(b, msg, cap);
 }
 
+static int32_t op_finish(fhd__backend *b) {
+    FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_sync(b, b->s_main));
+    return fhd__cuda_poll_snapshots(b); /* every snapshot is complete now */
+}
+
 static const fhd__backend_ops cuda_ops = {
     FHD_BACKEND_OPS_VERSION,
     "cuda",
@@ -478,6 +484,7 @@ static const fhd__backend_ops cuda_ops = {
     op_set_scalars,
     op_latest_stats,
     op_check_invariants,
+    op_finish,
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *
