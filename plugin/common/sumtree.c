@@ -93,8 +93,27 @@ void fhd__sumtree_sample_stratified(const fhd__sumtree *t, uint32_t B, const uin
         }
         return;
     }
-    for (j = 0; j < B; ++j) {
-        idx[j] = fhd__sumtree_descend(t->nodes, t->leaves, fhd__stratum_target(total, B, j, r[j]));
+    /* All B descents advance one level per pass: their loads are independent, so the cache
+     * misses of different samples overlap (same result as B calls of fhd__sumtree_descend). */
+    enum { CHUNK = 256 };
+    uint64_t tg[CHUNK];
+    uint32_t node[CHUNK];
+    for (uint32_t j0 = 0; j0 < B; j0 += CHUNK) {
+        const uint32_t n = B - j0 < CHUNK ? B - j0 : CHUNK;
+        for (j = 0; j < n; ++j) {
+            tg[j] = fhd__stratum_target(total, B, j0 + j, r[j0 + j]);
+            node[j] = 1;
+        }
+        for (uint32_t w = t->leaves; w > 1; w >>= 1) {
+            for (j = 0; j < n; ++j) {
+                const uint64_t left = t->nodes[2 * node[j]];
+                const uint32_t right = tg[j] >= left;
+                tg[j] -= right ? left : 0;
+                node[j] = 2 * node[j] + right;
+            }
+        }
+        for (j = 0; j < n; ++j)
+            idx[j0 + j] = node[j] - t->leaves;
     }
 }
 

@@ -93,7 +93,6 @@ static void cpu_destroy(fhd__backend *b) {
     free(b->td);
     free(b->sn_tmp);
     free(b->g_obs);
-    free(b->g_next);
     free(b->g_ret);
     free(b->g_disc);
     free(b->g_w);
@@ -138,10 +137,10 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->wsn_half = wsn;
     b->wsn = (float *)xalloc(2 * wsn, sizeof(float), &ok);
     for (uint32_t l = 0; l <= lo->L; l++)
-        b->h[l] = (float *)xalloc((size_t)B * lo->layers[l].out, sizeof(float), &ok);
+        b->h[l] = (float *)xalloc((size_t)2 * B * lo->layers[l].out, sizeof(float), &ok);
     b->fa = (float *)xalloc((size_t)B * W, sizeof(float), &ok);
     b->fb = (float *)xalloc((size_t)B * W, sizeof(float), &ok);
-    b->q = (float *)xalloc((size_t)B * KT, sizeof(float), &ok);
+    b->q = (float *)xalloc((size_t)2 * B * KT, sizeof(float), &ok);
     b->qt = (float *)xalloc((size_t)B * KT, sizeof(float), &ok);
     b->qsel = (float *)xalloc((size_t)B * KT, sizeof(float), &ok);
     b->dq = (float *)xalloc((size_t)B * KT, sizeof(float), &ok);
@@ -150,8 +149,8 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->y = (float *)xalloc(B, sizeof(float), &ok);
     b->td = (float *)xalloc((size_t)B * D, sizeof(float), &ok);
     b->sn_tmp = (float *)xalloc(W, sizeof(float), &ok);
-    b->g_obs = (float *)xalloc((size_t)B * S, sizeof(float), &ok);
-    b->g_next = (float *)xalloc((size_t)B * S, sizeof(float), &ok);
+    b->g_obs = (float *)xalloc((size_t)2 * B * S, sizeof(float), &ok);
+    b->g_next = b->g_obs + (size_t)B * S;
     b->g_ret = (float *)xalloc(B, sizeof(float), &ok);
     b->g_disc = (float *)xalloc(B, sizeof(float), &ok);
     b->g_w = (float *)xalloc(B, sizeof(float), &ok);
@@ -272,13 +271,18 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
     const fhd__config *c = &b->cfg;
     const uint32_t B = hb->B;
     sn_prepare(b, 1);
-    net_forward(b, 0, hb->obs, B, b->q, 1);
-    net_forward(b, 1, hb->next_obs, B, b->qt, 0);
     const float *sel = b->qt;
     if (c->double_dqn) {
-        net_forward(b, 0, hb->next_obs, B, b->qsel, 0);
-        sel = b->qsel;
+        if (hb->obs != b->g_obs) {
+            memcpy(b->g_obs, hb->obs, sizeof(float) * B * lo->S);
+            memcpy(b->g_next, hb->next_obs, sizeof(float) * B * lo->S);
+        }
+        net_forward(b, 0, b->g_obs, 2 * B, b->q, 1);
+        sel = b->q + (size_t)B * lo->KT;
+    } else {
+        net_forward(b, 0, hb->obs, B, b->q, 1);
     }
+    net_forward(b, 1, hb->next_obs, B, b->qt, 0);
     fhd__td_target(b->y, hb->rewards, hb->disc, b->qt, sel, lo, B);
     fhd__loss_params lp = {c->loss == FHD_LOSS_HUBER, (float)c->huber_delta, (float)c->cql_alpha};
     float td_abs, q_mean;
