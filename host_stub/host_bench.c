@@ -64,8 +64,9 @@ static const bench_preset presets[] = {
      "\"double_dqn\": true, \"batch_size\": 8192, \"replay_capacity\": 1048576, "
      "\"replay\": \"prioritized\", \"per_alpha\": 0.6, \"per_beta0\": 0.4, \"optimizer\": "
      "\"adam\", \"lr\": 0.0001, \"max_grad_norm\": 10.0, \"loss\": \"huber\"}"},
-    {"B3", "branching: S=64, hidden [512,512], actions [5,5,5,5], batch 1024, spectral norm, "
-           "CQL 0.1",
+    {"B3",
+     "branching: S=64, hidden [512,512], actions [5,5,5,5], batch 1024, spectral norm, "
+     "CQL 0.1",
      "{\"obs_dim\": 64, \"actions\": [5, 5, 5, 5], \"hidden\": [512, 512], \"dueling\": true, "
      "\"double_dqn\": true, \"spectral_norm\": \"all\", \"cql_alpha\": 0.1, "
      "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"replay\": \"prioritized\", "
@@ -83,7 +84,7 @@ static const char bench_usage[] =
     "  --updates N              updates per timed run (default: ~0.25 s per run, >= 1000 on cuda)\n"
     "  --repeats N              timed runs (default 7)\n"
     "  --warmup N               warm-up updates (default: 0.3 s of updates)\n"
-    "  --fill N                 transitions observed first (default min(capacity, max(16 B, 65536)))\n"
+    "  --fill N                 replay fill (default min(capacity, max(16 B, 65536)))\n"
     "  --envs N                 num_envs: transitions per observe call (default 64)\n"
     "  --act-calls N            timed act calls per size (default 2000)\n"
     "  --seed S                 learner and data seed (default 1)\n"
@@ -135,7 +136,9 @@ static uint64_t splitmix64(uint64_t *s) {
 }
 
 /* uniform in [0, 1) with 24 random bits */
-static float rand01(uint64_t *s) { return (float)(splitmix64(s) >> 40) * (1.0f / 16777216.0f); }
+static float rand01(uint64_t *s) {
+    return (float)(splitmix64(s) >> 40) * (1.0f / 16777216.0f);
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -354,8 +357,7 @@ typedef struct bench_run {
 } bench_run;
 
 static int api_fail(const bench_run *r, const char *what, int32_t rc) {
-    fprintf(stderr, "error: %s: %s: %s\n", what, r->api->status_name(rc),
-            r->api->last_error(r->L));
+    fprintf(stderr, "error: %s: %s: %s\n", what, r->api->status_name(rc), r->api->last_error(r->L));
     return FHD_EXIT_FAILURE;
 }
 
@@ -382,8 +384,7 @@ static int sync_learner(bench_run *r) {
 
 /* Seconds of train(n) followed by the blocking read (wall, and the process's CPU time in
  * *cpu when not NULL); the stats of the call in *st. */
-static int timed_train(bench_run *r, uint32_t n, fhd_train_stats *st, double *secs,
-                       double *cpu) {
+static int timed_train(bench_run *r, uint32_t n, fhd_train_stats *st, double *secs, double *cpu) {
     *st = (fhd_train_stats)FHD_TRAIN_STATS_INIT;
     double c0 = cpu_s(), t0 = now_s();
     int32_t rc = r->api->train(r->L, n, st);
@@ -597,8 +598,9 @@ static int run_bench(const bench_opts *o, bench_run *r, json_t *cfg, json_t *man
         res->replay_size = (uint64_t)json_integer_value(json_object_get(m, "replay_size"));
         json_decref(m);
         if (res->replay_size < g->B) {
-            fprintf(stderr, "error: bench: the replay holds %llu transitions after the fill; "
-                            "batch_size %u are needed (raise --fill)\n",
+            fprintf(stderr,
+                    "error: bench: the replay holds %llu transitions after the fill; "
+                    "batch_size %u are needed (raise --fill)\n",
                     (unsigned long long)res->replay_size, g->B);
             e = FHD_EXIT_USAGE;
         }
@@ -716,9 +718,8 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
         json_object_set_new(j, "tflops", json_real(tflops));
         json_object_set_new(j, "peak_tflops",
                             o->peak_tflops > 0 ? json_real(o->peak_tflops) : json_null());
-        json_object_set_new(j, "peak_fraction", o->peak_tflops > 0
-                                                    ? json_real(tflops / o->peak_tflops)
-                                                    : json_null());
+        json_object_set_new(j, "peak_fraction",
+                            o->peak_tflops > 0 ? json_real(tflops / o->peak_tflops) : json_null());
         json_object_set_new(j, "act_us_1", json_real(res->act1));
         json_object_set_new(j, "act_us_1_p90", json_real(res->act1_p90));
         json_object_set_new(j, "act_us_64", json_real(res->act64));
@@ -751,8 +752,8 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
            "around train(N) + one blocking read\n",
            (unsigned long long)res->warmup, (unsigned long long)res->repeats,
            (unsigned long long)res->updates);
-    printf("  us/update       median %.2f  (min %.2f, p10 %.2f, p90 %.2f, max %.2f)\n",
-           res->us_med, res->us_min, res->us_p10, res->us_p90, res->us_max);
+    printf("  us/update       median %.2f  (min %.2f, p10 %.2f, p90 %.2f, max %.2f)\n", res->us_med,
+           res->us_min, res->us_p10, res->us_p90, res->us_max);
     printf("  process CPU     median %.2f us/update (all threads)\n", res->cpu_med);
     printf("  updates/s       %.1f\n", ups);
     printf("  samples/s       %.4g\n", ups * g->B);
@@ -784,7 +785,7 @@ int fhd_cmd_bench(int argc, char **argv) {
     if (rc != FHD_EXIT_OK)
         return rc;
     if (o.print_config) {
-        char *s = json_dumps(cfg, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+        char *s = json_dumps(cfg, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
         if (s)
             puts(s);
         free(s);

@@ -1,0 +1,558 @@
+#!/usr/bin/env python3
+"""bench/torch_reference.py - the foxhunt-dqn update (DESIGN.md section 4) written in plain
+PyTorch, timed the way `fhd-host bench` times the plugin, on the presets of bench/presets/.
+
+The same update, op for op:
+  network   Linear torso with ReLU and one merged head Linear(H, 1 + KT) (row 0 the value V,
+            rows 1.. the advantages), Q_d = V + A_d - mean(A_d) (dueling) or Q_d = A_d;
+            spectral norm as torch.nn.utils.parametrizations.spectral_norm: persistent u, v,
+            one power iteration per update (no_grad), sigma = u . (W v) with u, v constant,
+            W / sigma used by online(s) and online(s'); the target net uses its stored u, v.
+  replay    on the chosen device: priorities^alpha in one float tensor; stratified sampling
+            (one uniform draw per 1/B slice of the total) through cumsum + searchsorted;
+            IS weights (N P(i))^-beta normalised by the batch max, beta annealed per update on
+            the device; priority update (mean_d |td| + eps)^alpha by index_put_; new
+            transitions get the running max priority.
+  update    double DQN target from target(s') at argmax online(s'), Huber (delta) or squared
+            error weighted by w, optional CQL, clip_grad_norm_, Adam / AdamW; hard (tau = 1)
+            or Polyak target update every target_update_interval updates, from the host.
+Modes: eager (CPU and CUDA); graph: the whole update captured into one torch.cuda.CUDAGraph
+with static buffers, warmed up on a side stream as PyTorch documents (Adam capturable=True);
+compile: torch.compile of the sampling + forward + loss and of the optimizer step (failures
+are caught and reported in the JSON as "error").
+
+Timing (as fhd-host bench): fill the replay with min(capacity, max(16 B, 65536)) synthetic
+transitions in calls of --envs (64) transitions (uniform obs and rewards in [-1, 1), uniform
+actions, 1% terminals); warm up for 0.3 s; --repeats (7) runs of N updates (N for ~0.25 s a
+run, >= 1000 on CUDA); per-run microseconds per update from perf_counter on CPU and CUDA
+events around the N updates on CUDA; median, p10, p90 (numpy.percentile's interpolation).
+act: greedy, host observations in, host actions out, 1 and 64 observations, median of 2000.
+CPU threads: torch.set_num_threads(--threads, default os.cpu_count()); reported as "threads".
+
+Runs under torch 1.13 (CPU only: eager) and torch 2.x (CUDA: eager, graph, compile).
+Usage:
+  torch_reference.py --device cpu|cuda --preset C0[,B1,...] --mode eager|graph|compile|all
+                     [--json] [--updates N] [--repeats N] [--threads N] [--peak-tflops X]
+  torch_reference.py --device cpu|cuda --sgemm      (large float32 matmul rate, GFLOP/s)
+With --json each (preset, mode) prints one JSON object on its own line.
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as exc:
+    print(f"error: cannot import torch with {sys.executable}: {exc}", file=sys.stderr)
+    sys.exit(3)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PRESETS = ["C0", "B1", "B1-sn", "B2", "B3"]
+TORCH_MAJOR = int(torch.__version__.split(".")[0])
+
+
+# ---- config ---------------------------------------------------------------------------------
+
+def load_config(preset):
+    """bench/presets/<preset>.json over the defaults of manifest.json's config_schema."""
+    with open(os.path.join(REPO, "manifest.json")) as f:
+        schema = json.load(f)["config_schema"]
+    cfg = {k: v["default"] for k, v in schema.items() if "default" in v}
+    with open(os.path.join(HERE, "presets", preset + ".json")) as f:
+        cfg.update(json.load(f))
+    return cfg
+
+
+def gemm_flops_per_update(cfg):
+    """The formula of host_stub/host_bench.c: F = sum_l 2 B in_l out_l per forward;
+    (2 + double) forwards, backward 2 F - 2 B S H_0 (no dx for the first layer)."""
+    B, S = cfg["batch_size"], cfg["obs_dim"]
+    dims = [S] + list(cfg["hidden"]) + [sum(cfg["actions"]) + (1 if cfg["dueling"] else 0)]
+    f = sum(2.0 * B * dims[i] * dims[i + 1] for i in range(len(dims) - 1))
+    return (4.0 + (1 if cfg["double_dqn"] else 0)) * f - 2.0 * B * S * dims[1]
+
+
+def percentile(v, q):
+    v = sorted(v)
+    pos = q / 100.0 * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+# ---- the learner ----------------------------------------------------------------------------
+
+class Learner:
+    """Parameters, target, spectral-norm vectors, optimizer and replay on one device."""
+
+    def __init__(self, cfg, device, capturable=False):
+        self.cfg, self.dev = cfg, device
+        K = list(cfg["actions"])
+        if len(set(K)) != 1:
+            raise NotImplementedError("branches of different sizes are not benchmarked")
+        self.D, self.K = len(K), K[0]
+        self.KT = sum(K)
+        self.dueling = bool(cfg["dueling"])
+        self.dims = [cfg["obs_dim"]] + list(cfg["hidden"]) + [self.KT + int(self.dueling)]
+        self.L = len(cfg["hidden"])
+        self.sn_layers = {"none": [], "last": [self.L - 1],
+                          "all": list(range(self.L))}[cfg["spectral_norm"]]
+        g = torch.Generator().manual_seed(int(cfg["seed"]))
+        self.params = []
+        for i in range(self.L + 1):  # nn.Linear's default init
+            fan_in, out = self.dims[i], self.dims[i + 1]
+            bound = 1.0 / math.sqrt(fan_in)
+            W = (torch.rand(out, fan_in, generator=g) * 2 - 1) * bound
+            b = (torch.rand(out, generator=g) * 2 - 1) * bound
+            self.params += [W.to(device).requires_grad_(), b.to(device).requires_grad_()]
+        self.target = [p.detach().clone() for p in self.params]
+        self.sn = {}
+        for l in self.sn_layers:  # u, v ~ N(0, 1) normalised, then 15 power iterations
+            W = self.params[2 * l].detach()
+            u = F.normalize(torch.randn(self.dims[l + 1], generator=g).to(device), dim=0)
+            v = F.normalize(torch.randn(self.dims[l], generator=g).to(device), dim=0)
+            for _ in range(15):
+                u = F.normalize(torch.mv(W, v), dim=0, eps=1e-12)
+                v = F.normalize(torch.mv(W.t(), u), dim=0, eps=1e-12)
+            self.sn[l] = (u, v)
+        self.sn_target = {l: (u.clone(), v.clone()) for l, (u, v) in self.sn.items()}
+        opt = torch.optim.AdamW if cfg["optimizer"] == "adamw" else torch.optim.Adam
+        kw = dict(lr=cfg["lr"], betas=(cfg["adam_beta1"], cfg["adam_beta2"]),
+                  eps=cfg["adam_eps"], weight_decay=cfg["weight_decay"])
+        if capturable:
+            kw["capturable"] = True
+        self.opt = opt(self.params, **kw)
+        self.updates = 0
+        self.step_t = torch.zeros((), device=device)  # update counter on the device (beta)
+        self.loss = torch.zeros((), device=device)
+        self.per = cfg["replay"] == "prioritized"
+
+    # -- network --
+    def weights(self, params, sn, iterate):
+        """Effective weights: W, or W / sigma for normalised layers (sigma through W only)."""
+        Ws = []
+        for l in range(self.L + 1):
+            W = params[2 * l]
+            if l in sn:
+                u, v = sn[l]
+                if iterate:
+                    with torch.no_grad():
+                        u.copy_(F.normalize(torch.mv(W, v), dim=0, eps=1e-12))
+                        v.copy_(F.normalize(torch.mv(W.t(), u), dim=0, eps=1e-12))
+                W = W / torch.dot(u, torch.mv(W, v))
+            Ws.append(W)
+        return Ws
+
+    def forward(self, Ws, params, x):
+        """Q (n, D, K)."""
+        h = x
+        for l in range(self.L):
+            h = torch.relu(F.linear(h, Ws[l], params[2 * l + 1]))
+        out = F.linear(h, Ws[self.L], params[2 * self.L + 1])
+        if not self.dueling:
+            return out.view(-1, self.D, self.K)
+        A = out[:, 1:].reshape(-1, self.D, self.K)
+        return out[:, :1].unsqueeze(-1) + (A - A.mean(-1, keepdim=True))
+
+    # -- replay --
+    def alloc_replay(self, size):
+        """Storage for the `size` transitions of the fill (<= capacity; the bench never adds
+        more, so the priority cumsum runs over exactly the filled part)."""
+        S, dev = self.cfg["obs_dim"], self.dev
+        self.size = size
+        self.r_obs = torch.zeros(size, S, device=dev)
+        self.r_next = torch.zeros(size, S, device=dev)
+        self.r_act = torch.zeros(size, self.D, dtype=torch.long, device=dev)
+        self.r_ret = torch.zeros(size, device=dev)
+        self.r_disc = torch.zeros(size, device=dev)
+        self.prio = torch.zeros(size, device=dev)  # p^alpha
+        self.max_p = torch.ones((), device=dev)
+        self.pos = 0
+
+    def observe(self, obs, act, rew, nxt, term):
+        """Append n transitions (host tensors), as one observe call of n envs."""
+        n, p = obs.shape[0], self.pos
+        self.r_obs[p:p + n].copy_(obs)
+        self.r_next[p:p + n].copy_(nxt)
+        self.r_act[p:p + n].copy_(act)
+        self.r_ret[p:p + n].copy_(rew)
+        self.r_disc[p:p + n].copy_((1.0 - term.float()) * self.cfg["gamma"])
+        self.prio[p:p + n] = self.max_p
+        self.pos = p + n
+
+    def sample(self):
+        c, B = self.cfg, self.cfg["batch_size"]
+        if not self.per:
+            idx = torch.randint(0, self.size, (B,), device=self.dev)
+            return idx, torch.ones(B, device=self.dev)
+        cum = torch.cumsum(self.prio, 0)
+        total = cum[-1]
+        u = (torch.arange(B, device=self.dev) + torch.rand(B, device=self.dev)) * (total / B)
+        idx = torch.searchsorted(cum, u, right=True).clamp_(max=self.size - 1)
+        p = self.prio[idx]
+        frac = torch.clamp(self.step_t / float(c["per_beta_steps"]), max=1.0)
+        beta = c["per_beta0"] + (1.0 - c["per_beta0"]) * frac
+        w = (self.size * p / total) ** (-beta)
+        return idx, w / w.max()
+
+    # -- the update --
+    def loss_fn(self):
+        """Sample, gather, forwards, loss. Returns (loss, td (B, D), idx)."""
+        c = self.cfg
+        idx, w = self.sample()
+        obs, nxt = self.r_obs[idx], self.r_next[idx]
+        act, ret, disc = self.r_act[idx], self.r_ret[idx], self.r_disc[idx]
+        Ws = self.weights(self.params, self.sn, True)
+        q = self.forward(Ws, self.params, obs)
+        qa = q.gather(2, act.unsqueeze(-1)).squeeze(-1)  # (B, D)
+        with torch.no_grad():
+            Wt = self.weights(self.target, self.sn_target, False)
+            qt = self.forward(Wt, self.target, nxt)
+            if c["double_dqn"]:
+                sel = self.forward([W.detach() for W in Ws], self.params, nxt)
+            else:
+                sel = qt
+            a_star = sel.argmax(-1, keepdim=True)
+            y = ret + disc * qt.gather(2, a_star).squeeze(-1).mean(1)
+        yb = y.unsqueeze(1).expand_as(qa)
+        if c["loss"] == "huber":
+            l = F.huber_loss(qa, yb, reduction="none", delta=c["huber_delta"])
+        else:
+            l = (qa - yb) ** 2
+        loss = (w.unsqueeze(1) * l).mean()
+        if c["cql_alpha"] > 0:
+            loss = loss + c["cql_alpha"] * (torch.logsumexp(q, -1) - qa).mean()
+        return loss, (qa - yb).detach(), idx
+
+    def after_backward(self):
+        if self.cfg["max_grad_norm"] > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, self.cfg["max_grad_norm"])
+
+    def priority_update(self, td, idx):
+        if self.per:
+            c = self.cfg
+            new = (td.abs().mean(1) + c["per_eps"]) ** c["per_alpha"]
+            self.prio.index_put_((idx,), new)
+            self.max_p.copy_(torch.maximum(self.max_p, new.max()))
+        self.step_t += 1
+
+    def step(self):
+        """One whole update, eager."""
+        loss, td, idx = self.loss_fn()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.after_backward()
+        self.opt.step()
+        self.priority_update(td, idx)
+        self.loss = loss.detach()
+
+    def target_update(self):
+        """Host-side schedule: every C updates (after the update that reaches it)."""
+        self.updates += 1
+        if self.updates % self.cfg["target_update_interval"]:
+            return
+        tau = self.cfg["tau"]
+        with torch.no_grad():
+            for t, p in zip(self.target, self.params):
+                if tau >= 1.0:
+                    t.copy_(p)
+                else:
+                    t.lerp_(p, tau)
+            for l, (u, v) in self.sn.items():
+                self.sn_target[l][0].copy_(u)
+                self.sn_target[l][1].copy_(v)
+
+    def act(self, obs_host):
+        """Greedy actions for host observations, returned to the host."""
+        with torch.no_grad():
+            x = obs_host.to(self.dev)
+            Ws = self.weights(self.params, self.sn, False)
+            return self.forward(Ws, self.params, x).argmax(-1).cpu()
+
+
+# ---- modes: a function that runs n updates --------------------------------------------------
+
+def make_eager(lr):
+    def run(n):
+        for _ in range(n):
+            lr.step()
+            lr.target_update()
+    return run
+
+
+def make_graph(lr):
+    """The whole update captured once into a CUDA graph and replayed (static buffers)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up on a side stream, as the CUDA graphs docs do
+        for _ in range(3):
+            lr.step()
+            lr.target_update()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    lr.opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        loss, td, idx = lr.loss_fn()
+        loss.backward()
+        lr.after_backward()
+        lr.opt.step()
+        lr.priority_update(td, idx)
+        lr.loss.copy_(loss.detach())
+
+    def run(n):
+        for _ in range(n):
+            g.replay()
+            lr.target_update()
+    return run
+
+
+def make_compile(lr):
+    loss_fn = torch.compile(lr.loss_fn)
+
+    @torch.compile(fullgraph=False)
+    def opt_step():
+        lr.opt.step()
+
+    def one():
+        loss, td, idx = loss_fn()
+        lr.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        lr.after_backward()
+        opt_step()
+        lr.priority_update(td, idx)
+        lr.loss = loss.detach()
+        lr.target_update()
+
+    def run(n):
+        for _ in range(n):
+            one()
+    return run
+
+
+# ---- the benchmark --------------------------------------------------------------------------
+
+def synthetic(cfg, rows, envs, seed):
+    g = torch.Generator().manual_seed(seed)
+    n = rows + envs + 1
+    obs = torch.rand(n, cfg["obs_dim"], generator=g) * 2 - 1
+    rew = torch.rand(n, generator=g) * 2 - 1
+    term = torch.rand(n, generator=g) < 0.01
+    act = torch.stack([torch.randint(0, k, (n,), generator=g) for k in cfg["actions"]], 1)
+    return obs, rew, term, act
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def time_runs(run, dev, n, repeats, cpu=None):
+    """Per-run microseconds per update: CUDA events on the GPU, perf_counter on the CPU.
+    cpu (a list) receives the process CPU microseconds per update of each run."""
+    out = []
+    for _ in range(repeats):
+        c0 = time.process_time()
+        if dev.type == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            run(n)
+            b.record()
+            b.synchronize()
+            out.append(a.elapsed_time(b) * 1e3 / n)
+        else:
+            t0 = time.perf_counter()
+            run(n)
+            out.append((time.perf_counter() - t0) * 1e6 / n)
+        if cpu is not None:
+            cpu.append((time.process_time() - c0) * 1e6 / n)
+    return out
+
+
+def bench_one(preset, mode, args, dev):
+    cfg = load_config(preset)
+    cfg["seed"] = args.seed
+    res = {"preset": preset, "impl": "pytorch", "mode": mode, "backend": "torch-" + mode,
+           "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_model(),
+           "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+           "batch_size": cfg["batch_size"], "tf32": bool(args.tf32)}
+    if mode != "eager" and dev.type != "cuda":
+        res["error"] = f"mode {mode} needs CUDA"
+        return res
+    if mode == "compile" and not hasattr(torch, "compile"):
+        res["error"] = f"torch {torch.__version__} has no torch.compile"
+        return res
+    B, envs = cfg["batch_size"], args.envs
+    fill = min(cfg["replay_capacity"], max(16 * B, 65536))
+    fill = -(-fill // envs) * envs
+    fill = min(fill, cfg["replay_capacity"])
+    lr = Learner(cfg, dev, capturable=(mode == "graph"))
+    rows = max(128, min(4096, (16 << 20) // cfg["obs_dim"]))
+    obs, rew, term, act = synthetic(cfg, rows, envs, args.seed)
+    lr.alloc_replay(fill)
+    sync(dev)
+    t0 = time.perf_counter()
+    done = 0
+    for c in range(fill // envs + (fill % envs > 0)):
+        n = min(envs, fill - done)
+        off = (c * envs) % rows
+        lr.observe(obs[off:off + n], act[off:off + n], rew[off:off + n],
+                   obs[off + 1:off + 1 + n], term[off:off + n])
+        done += n
+    sync(dev)
+    res.update(fill=fill, replay_size=fill, observe_envs=envs,
+               observe_per_second=fill / (time.perf_counter() - t0))
+    try:
+        make = {"eager": make_eager, "graph": make_graph, "compile": make_compile}[mode]
+        t0 = time.perf_counter()
+        run = make(lr)
+        # warm-up: growing chunks for 0.3 s (or --warmup N); the last chunk estimates t
+        warm, est, chunk = 0, None, (100 if dev.type == "cuda" else 5)
+        if args.warmup is not None:
+            if args.warmup:
+                est = time_runs(run, dev, args.warmup, 1)[0]
+            warm = args.warmup
+        else:
+            ts = time.perf_counter()
+            while True:
+                est = time_runs(run, dev, chunk, 1)[0]
+                warm += chunk
+                chunk *= 2
+                if time.perf_counter() - ts > 0.3 or warm > 100000:
+                    break
+        res["setup_seconds"] = time.perf_counter() - t0
+        if est is None:
+            est = time_runs(run, dev, 10, 1)[0]
+        n = args.updates or int(min(1e6, max(10, math.ceil(0.25e6 / est))))
+        if dev.type == "cuda" and not args.updates:
+            n = max(n, 1000)
+        cpu = []
+        runs = time_runs(run, dev, n, args.repeats, cpu)
+    except Exception as exc:  # torch.compile / capture failures are results too
+        res["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        return res
+    loss = float(lr.loss)
+    if not math.isfinite(loss):
+        res["error"] = f"non-finite loss {loss}"
+        return res
+    med = percentile(runs, 50)
+    flops = gemm_flops_per_update(cfg)
+    res.update(warmup=warm, updates=n, repeats=args.repeats,
+               timing="CUDA events around N updates" if dev.type == "cuda"
+               else "perf_counter around N updates",
+               us_per_update_min=min(runs), us_per_update_p10=percentile(runs, 10),
+               us_per_update_median=med, us_per_update_p90=percentile(runs, 90),
+               us_per_update_max=max(runs), us_per_update_runs=sorted(runs),
+               cpu_us_per_update_median=percentile(cpu, 50),
+               updates_per_second=1e6 / med, samples_per_second=1e6 / med * B,
+               gemm_flops_per_update=flops, tflops=flops * 1e6 / med / 1e12,
+               peak_tflops=args.peak_tflops,
+               peak_fraction=(flops * 1e6 / med / 1e12 / args.peak_tflops
+                              if args.peak_tflops else None),
+               loss_last=loss)
+    for m in (1, 64):  # greedy act latency, host in, host out
+        lat = []
+        for i in range(args.act_calls + 20):
+            x = obs[(i * m) % (rows - m):][:m]
+            t0 = time.perf_counter()
+            lr.act(x)
+            if i >= 20:
+                lat.append((time.perf_counter() - t0) * 1e6)
+        res[f"act_us_{m}"] = percentile(lat, 50)
+        res[f"act_us_{m}_p90"] = percentile(lat, 90)
+    res["act_calls"] = args.act_calls
+    return res
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def sgemm_rate(dev, n=4096, reps=5):
+    a = torch.rand(n, n, device=dev)
+    b = torch.rand(n, n, device=dev)
+    for _ in range(2):
+        torch.mm(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        sync(dev)
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        sync(dev)
+        best = min(best, time.perf_counter() - t0)
+    return {"preset": "sgemm", "impl": "pytorch", "sgemm_n": n,
+            "sgemm_gflops": 2.0 * n ** 3 / best / 1e9, "device": str(dev),
+            "threads": torch.get_num_threads(), "torch_version": torch.__version__}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--preset", default="C0", help="one or more of %s, comma-separated"
+                    % ",".join(PRESETS))
+    ap.add_argument("--mode", default="eager", choices=["eager", "graph", "compile", "all"])
+    ap.add_argument("--updates", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--warmup", type=int, default=None)
+    ap.add_argument("--envs", type=int, default=64)
+    ap.add_argument("--act-calls", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--peak-tflops", type=float, default=None)
+    ap.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
+    ap.add_argument("--sgemm", action="store_true", help="print the large-matmul rate and exit")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    dev = torch.device(args.device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            print("error: CUDA is not available to torch", file=sys.stderr)
+            return 1
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+        torch.backends.cudnn.allow_tf32 = args.tf32
+    if args.sgemm:
+        print(json.dumps(sgemm_rate(dev)))
+        return 0
+    presets = [p for p in args.preset.split(",") if p]
+    for p in presets:
+        if p not in PRESETS:
+            print(f"error: unknown preset {p}; known: {' '.join(PRESETS)}", file=sys.stderr)
+            return 2
+    modes = ["eager", "graph", "compile"] if args.mode == "all" else [args.mode]
+    if dev.type == "cpu" and args.mode == "all":
+        modes = ["eager"]
+    failed = 0
+    for p in presets:
+        for m in modes:
+            r = bench_one(p, m, args, dev)
+            failed += "error" in r and m == "eager"
+            if args.json:
+                print(json.dumps(r), flush=True)
+            elif "error" in r:
+                print(f"{p:6s} torch {m:8s} error: {r['error']}", flush=True)
+            else:
+                print(f"{p:6s} torch {m:8s} {r['us_per_update_median']:10.2f} us/update "
+                      f"(p10 {r['us_per_update_p10']:.2f}, p90 {r['us_per_update_p90']:.2f}; "
+                      f"{r['updates']} x {r['repeats']}), {r['updates_per_second']:.1f} "
+                      f"updates/s, {r['tflops']:.4f} TFLOP/s, act {r['act_us_1']:.1f} / "
+                      f"{r['act_us_64']:.1f} us, observe {r['observe_per_second']:.3g}/s, "
+                      f"{r['threads']} threads", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+/* test_bench.c - `fhd-host bench` on a tiny C0 run: the JSON it prints holds the keys and the
+ * values the run implies (counts, the GEMM FLOP formula, ordered percentiles, finite rates);
+ * bad command lines exit 2; every preset compiled into fhd-host equals bench/presets/NAME.json.
+ * Usage: test_bench FHD_HOST PRESETS_DIR */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <jansson.h>
+
+#include "fhd_test.h"
+
+static const char *host;
+
+/* Run `fhd-host ARGS`, capture stdout (malloc'd) and the exit status. */
+static char *run(const char *args, int *status) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", host, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        *status = -1;
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + n, 1, cap - 1 - n, p)) > 0) {
+        n += r;
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+            }
+            buf = nb;
+        }
+    }
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+static const char *str(json_t *o, const char *key) {
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? s : "";
+}
+
+static double num(json_t *o, const char *key) {
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static void test_c0_run(void) {
+    int st;
+    char *out = run("bench --preset C0 --backend cpu --updates 20 --repeats 3 --warmup 5 "
+                    "--fill 200 --envs 8 --act-calls 30 --json",
+                    &st);
+    CHECK(st == 0, "exit status %d", st);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    CHECK(j != NULL, "not one JSON object: %s", out ? out : "(no output)");
+    free(out);
+    if (!j)
+        return;
+    CHECK(!strcmp(str(j, "preset"), "C0"), "preset");
+    CHECK(!strcmp(str(j, "backend"), "cpu"), "backend");
+    CHECK(json_is_string(json_object_get(j, "device")), "device");
+    CHECK(num(j, "updates") == 20 && num(j, "repeats") == 3 && num(j, "warmup") == 5,
+          "updates %g repeats %g warmup %g", num(j, "updates"), num(j, "repeats"),
+          num(j, "warmup"));
+    /* 200 rounded up to whole observe calls of 8 envs */
+    CHECK(num(j, "fill") == 200 && num(j, "replay_size") == 200, "fill %g replay_size %g",
+          num(j, "fill"), num(j, "replay_size"));
+    /* C0: F = 2*64*(4*64 + 64*64 + 64*3) = 581632; (4 + double) F - 2*64*4*64 */
+    CHECK(num(j, "gemm_flops_per_update") == 2875392.0, "flops %.0f",
+          num(j, "gemm_flops_per_update"));
+    const double mn = num(j, "us_per_update_min"), p10 = num(j, "us_per_update_p10"),
+                 med = num(j, "us_per_update_median"), p90 = num(j, "us_per_update_p90"),
+                 mx = num(j, "us_per_update_max");
+    CHECK(mn > 0 && mn <= p10 && p10 <= med && med <= p90 && p90 <= mx && isfinite(mx),
+          "percentiles %g %g %g %g %g", mn, p10, med, p90, mx);
+    CHECK(json_array_size(json_object_get(j, "us_per_update_runs")) == 3, "runs");
+    const double ups = num(j, "updates_per_second");
+    CHECK(fabs(ups * med - 1e6) < 1e-3 * 1e6, "updates/s %g vs median %g", ups, med);
+    CHECK(fabs(num(j, "samples_per_second") - 64 * ups) <= 1e-6 * 64 * ups, "samples/s");
+    CHECK(fabs(num(j, "tflops") - 2875392.0 * ups / 1e12) <= 1e-6 * num(j, "tflops"), "tflops");
+    CHECK(num(j, "act_us_1") > 0 && num(j, "act_us_64") > 0 && num(j, "observe_per_second") > 0,
+          "act %g %g observe %g", num(j, "act_us_1"), num(j, "act_us_64"),
+          num(j, "observe_per_second"));
+    CHECK(isfinite(num(j, "loss_last")), "loss %g", num(j, "loss_last"));
+    CHECK(json_is_null(json_object_get(j, "peak_fraction")), "no peak given");
+    CHECK(!strcmp(str(j, "timing"), "host clock around train(N) + one blocking read"), "timing");
+    json_decref(j);
+}
+
+static void test_errors(void) {
+    static const char *bad[] = {
+        "bench",                              /* no preset */
+        "bench --preset C9",                  /* unknown preset */
+        "bench --preset C0 --config x.json",  /* both */
+        "bench --preset C0 --updates 0",      /* out of range */
+        "bench --preset C0 --repeats x",      /* not a number */
+        "bench --preset C0 --peak-tflops -1", /* not positive */
+        "bench --preset C0 --set nokey",      /* no '=' */
+        "bench --preset C0 --frobnicate",     /* unknown option */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int st;
+        free(run(bad[i], &st));
+        CHECK(st == 2, "`%s` exited %d, expected 2", bad[i], st);
+    }
+    int st;
+    free(run("bench --preset C0 --fill 10 --envs 1 --updates 5 --repeats 1", &st));
+    CHECK(st == 2, "a fill smaller than the batch exited %d, expected 2", st);
+    free(run("bench --preset C0 --set batch_size=0 --updates 5", &st));
+    CHECK(st == 5, "a config the library rejects exited %d, expected 5", st);
+}
+
+static void test_presets(const char *dir) {
+    static const char *names[] = {"C0", "B1", "B1-sn", "B2", "B3"};
+    int st;
+    char *list = run("bench --list", &st);
+    CHECK(st == 0 && list, "bench --list exited %d", st);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char args[256], path[4096];
+        CHECK(list && strstr(list, names[i]), "--list lacks %s", names[i]);
+        snprintf(args, sizeof args, "bench --preset %s --print-config", names[i]);
+        char *out = run(args, &st);
+        json_t *a = out ? json_loads(out, 0, NULL) : NULL;
+        snprintf(path, sizeof path, "%s/%s.json", dir, names[i]);
+        json_t *b = json_load_file(path, 0, NULL);
+        CHECK(st == 0 && a && b && json_equal(a, b), "preset %s differs from %s", names[i], path);
+        json_decref(a);
+        json_decref(b);
+        free(out);
+    }
+    free(list);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_bench FHD_HOST PRESETS_DIR\n");
+        return 2;
+    }
+    host = argv[1];
+    test_presets(argv[2]);
+    test_errors();
+    test_c0_run();
+    return fhd_test_finish();
+}
