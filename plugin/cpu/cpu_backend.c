@@ -30,6 +30,7 @@ struct fhd__backend {
     float *wsn;    /* (2 * sum of normalised W sizes): W / sigma for online, then target */
     uint64_t wsn_half;
     float sigma[FHD_MAX_HIDDEN_LAYERS]; /* online sigma of this update */
+    int eval_sn_fresh;                  /* online W_sn matches the current W and u, v for act */
     uint64_t updates;
 
     /* update scratch, B = batch_size rows */
@@ -227,14 +228,15 @@ static const float *layer_weight(const fhd__backend *b, int net, uint32_t l) {
     return b->wsn + (net ? b->wsn_half : 0) + off;
 }
 
-/* Compute W_sn for both networks. train: one power iteration on the online vectors. */
-static void sn_prepare(fhd__backend *b, int train) {
+/* Compute W_sn of networks [0, nets) (1: online only, 2: online and target). train: one
+ * power iteration on the online vectors first. */
+static void sn_prepare(fhd__backend *b, int train, int nets) {
     const fhd__layout *lo = &b->lo;
     for (uint32_t l = 0; l < lo->L; l++) {
         const fhd__layer *ly = &lo->layers[l];
         if (!ly->sn)
             continue;
-        for (int net = 0; net < 2; net++) {
+        for (int net = 0; net < nets; net++) {
             const float *W = b->params + (net ? b->P : 0) + ly->w_off;
             float *u = b->sn + (net ? lo->sn_size : 0) + ly->u_off;
             float *v = b->sn + (net ? lo->sn_size : 0) + ly->v_off;
@@ -270,7 +272,7 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
     const fhd__layout *lo = &b->lo;
     const fhd__config *c = &b->cfg;
     const uint32_t B = hb->B;
-    sn_prepare(b, 1);
+    sn_prepare(b, 1, 2);
     const float *sel = b->qt;
     if (c->double_dqn) {
         if (hb->obs != b->g_obs) {
@@ -310,6 +312,7 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
     fhd__adam_params ap = {c->lr, c->adam_beta1, c->adam_beta2, (float)c->adam_eps,
                            c->weight_decay, c->optimizer == FHD_OPT_ADAMW};
     b->updates++;
+    b->eval_sn_fresh = 0;
     fhd__adam_step(b->params, b->grad, b->adam_m, b->adam_v, b->P, b->updates, &ap);
     if (b->updates % c->target_update_interval == 0) {
         fhd__polyak(b->params + b->P, b->params, b->P, (float)c->tau);
@@ -337,7 +340,10 @@ static int32_t cpu_q_values(fhd__backend *b, uint32_t n, const float *obs, float
                             int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
     fpmode fm = fpmode_enter();
-    sn_prepare(b, 0);
+    if (lo->num_sn && !b->eval_sn_fresh) { /* W_sn of the current weights, stored u, v */
+        sn_prepare(b, 0, 1);
+        b->eval_sn_fresh = 1;
+    }
     for (uint32_t r0 = 0; r0 < n; r0 += b->B) {
         uint32_t m = n - r0 < b->B ? n - r0 : b->B;
         net_forward(b, 0, obs + (size_t)r0 * lo->S, m, b->qsel, 0);
@@ -503,6 +509,7 @@ static int32_t cpu_write(fhd__backend *b, int kind, uint64_t offset, uint64_t co
     if (rc != FHD_OK)
         return rc;
     memcpy(p, src, count * fhd__state_elem_size(kind));
+    b->eval_sn_fresh = 0;
     if (kind == FHD_STATE_REPLAY_PRIORITY)
         fhd__sumtree_rebuild(&b->tree);
     return FHD_OK;
