@@ -1,0 +1,269 @@
+"""ctypes mirror of abi/foxhunt_dqn.h (ABI major 1, minor 0).
+
+Every structure follows the header field by field, in header order. Data pointers inside the
+argument structs are declared as ``c_void_p`` (same size and alignment as the header's
+``const float *`` etc.) so that a numpy array's address can be stored without a cast; the
+comment next to each field gives the C type and shape.
+
+The sizes and offsets locked by the header's static_asserts are checked at import time, so a
+mistake in this file fails loudly instead of corrupting memory.
+"""
+
+import ctypes
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char,
+    c_char_p,
+    c_int32,
+    c_size_t,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+
+ABI_MAJOR = 1
+ABI_MINOR = 0
+ENTRY_SYMBOL = "fhd_get_api_base"
+
+ERROR_PATH_MAX = 256
+ERROR_MESSAGE_MAX = 512
+
+CKPT_INCLUDE_REPLAY = 1
+
+# Status codes (FHD_STATUS_MAP). The library's status_name/status_message are the source of
+# truth at run time; this table only gives the Python side symbolic names.
+OK = 0
+ERR_INVALID_ARGUMENT = -1
+ERR_NULL_POINTER = -2
+ERR_STRUCT_SIZE = -3
+ERR_CONFIG_SYNTAX = -4
+ERR_CONFIG_UNKNOWN_KEY = -5
+ERR_CONFIG_TYPE = -6
+ERR_CONFIG_RANGE = -7
+ERR_CONFIG_INCONSISTENT = -8
+ERR_CONFIG_MISSING = -9
+ERR_BACKEND_UNAVAILABLE = -10
+ERR_OUT_OF_MEMORY = -11
+ERR_NOT_IMPLEMENTED = -12
+ERR_BUFFER_TOO_SMALL = -13
+ERR_SIZE_MISMATCH = -14
+ERR_NONFINITE = -15
+ERR_ACTION_RANGE = -16
+ERR_NOT_READY = -17
+ERR_IO = -18
+ERR_CHECKPOINT_CORRUPT = -19
+ERR_CHECKPOINT_MISMATCH = -20
+ERR_CHECKPOINT_VERSION = -21
+ERR_UNSUPPORTED_VERSION = -22
+ERR_NOT_FOUND = -23
+ERR_DEVICE = -24
+ERR_INTERNAL = -25
+
+
+class FhdError(Structure):
+    """fhd_error: filled by init and get_api."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("code", c_int32),
+        ("line", c_int32),
+        ("column", c_int32),
+        ("path", c_char * ERROR_PATH_MAX),
+        ("message", c_char * ERROR_MESSAGE_MAX),
+    ]
+
+    @classmethod
+    def new(cls):
+        err = cls()
+        err.struct_size = ctypes.sizeof(cls)
+        return err
+
+
+class FhdActArgs(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_obs", c_uint32),
+        ("obs", c_void_p),  # const float * (N, S)
+        ("actions", c_void_p),  # int32_t * out (N, D)
+        ("q_values", c_void_p),  # float * optional out (N, KT)
+        ("explore", c_uint32),
+        ("reserved", c_uint32),
+    ]
+
+
+class FhdTransitions(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_envs", c_uint32),
+        ("obs", c_void_p),  # const float * (N, S)
+        ("actions", c_void_p),  # const int32_t * (N, D)
+        ("rewards", c_void_p),  # const float * (N)
+        ("next_obs", c_void_p),  # const float * (N, S)
+        ("terminated", c_void_p),  # const uint8_t * (N)
+        ("truncated", c_void_p),  # const uint8_t * (N)
+    ]
+
+
+class FhdTrainStats(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("updates_done", c_uint32),
+        ("update_index", c_uint64),
+        ("loss", ctypes.c_float),
+        ("td_abs_mean", ctypes.c_float),
+        ("q_mean", ctypes.c_float),
+        ("grad_norm", ctypes.c_float),
+    ]
+
+    def as_dict(self):
+        return {
+            "updates_done": int(self.updates_done),
+            "update_index": int(self.update_index),
+            "loss": float(self.loss),
+            "td_abs_mean": float(self.td_abs_mean),
+            "q_mean": float(self.q_mean),
+            "grad_norm": float(self.grad_norm),
+        }
+
+
+class FhdStepArgs(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_envs", c_uint32),
+        ("obs", c_void_p),  # const float * (N, S)
+        ("rewards", c_void_p),  # const float * (N) or NULL on the first call
+        ("terminated", c_void_p),  # const uint8_t * (N) or NULL
+        ("truncated", c_void_p),  # const uint8_t * (N) or NULL
+        ("final_obs", c_void_p),  # const float * optional (N, S)
+        ("actions", c_void_p),  # int32_t * out (N, D)
+        ("stats", POINTER(FhdTrainStats)),  # fhd_train_stats * optional out
+    ]
+
+
+class FhdBatch(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("batch_size", c_uint32),
+        ("obs", c_void_p),  # const float * (B, S)
+        ("actions", c_void_p),  # const int32_t * (B, D)
+        ("rewards", c_void_p),  # const float * (B)
+        ("next_obs", c_void_p),  # const float * (B, S)
+        ("terminated", c_void_p),  # const uint8_t * (B)
+        ("discounts", c_void_p),  # const float * optional (B)
+        ("weights", c_void_p),  # const float * optional (B)
+        ("td_errors", c_void_p),  # float * optional out (B, D)
+        ("targets", c_void_p),  # float * optional out (B)
+    ]
+
+
+class FhdTensorInfo(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("rank", c_uint32),
+        ("shape", c_uint64 * 4),
+        ("count", c_uint64),
+        ("name", c_char * 96),
+    ]
+
+
+# The learner handle is opaque: a void pointer.
+LearnerHandle = c_void_p
+
+GetApiFn = CFUNCTYPE(c_void_p, c_uint32, POINTER(FhdError))
+
+
+class FhdApiBase(Structure):
+    """fhd_api_base: frozen forever."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("abi_major", c_uint32),
+        ("version", c_char_p),
+        ("get_api", GetApiFn),
+    ]
+
+
+GetApiBaseFn = CFUNCTYPE(POINTER(FhdApiBase))
+
+ManifestFn = CFUNCTYPE(c_char_p)
+StatusStrFn = CFUNCTYPE(c_char_p, c_int32)
+InitFn = CFUNCTYPE(c_int32, c_char_p, c_size_t, POINTER(LearnerHandle), POINTER(FhdError))
+DestroyFn = CFUNCTYPE(None, LearnerHandle)
+LastErrorFn = CFUNCTYPE(c_char_p, LearnerHandle)
+ActFn = CFUNCTYPE(c_int32, LearnerHandle, POINTER(FhdActArgs))
+ObserveFn = CFUNCTYPE(c_int32, LearnerHandle, POINTER(FhdTransitions))
+TrainFn = CFUNCTYPE(c_int32, LearnerHandle, c_uint32, POINTER(FhdTrainStats))
+TrainBatchFn = CFUNCTYPE(c_int32, LearnerHandle, POINTER(FhdBatch), POINTER(FhdTrainStats))
+StepFn = CFUNCTYPE(c_int32, LearnerHandle, POINTER(FhdStepArgs))
+MetricsFn = CFUNCTYPE(c_int32, LearnerHandle, c_void_p, c_size_t, POINTER(c_size_t))
+CheckpointFn = CFUNCTYPE(c_int32, LearnerHandle, c_char_p, c_uint32)
+TensorInfoFn = CFUNCTYPE(c_int32, LearnerHandle, c_uint32, POINTER(FhdTensorInfo))
+TensorReadFn = CFUNCTYPE(c_int32, LearnerHandle, c_char_p, c_void_p, c_uint64)
+TensorWriteFn = CFUNCTYPE(c_int32, LearnerHandle, c_char_p, c_void_p, c_uint64)
+
+
+class FhdApiV1(Structure):
+    """fhd_api_v1, minor 0: the function table, in header order."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("abi_major", c_uint32),
+        ("abi_minor", c_uint32),
+        ("reserved", c_uint32),
+        ("manifest", ManifestFn),
+        ("status_name", StatusStrFn),
+        ("status_message", StatusStrFn),
+        ("init", InitFn),
+        ("destroy", DestroyFn),
+        ("last_error", LastErrorFn),
+        ("act", ActFn),
+        ("observe", ObserveFn),
+        ("train", TrainFn),
+        ("train_batch", TrainBatchFn),
+        ("step", StepFn),
+        ("metrics", MetricsFn),
+        ("checkpoint_save", CheckpointFn),
+        ("checkpoint_load", CheckpointFn),
+        ("tensor_info", TensorInfoFn),
+        ("tensor_read", TensorReadFn),
+        ("tensor_write", TensorWriteFn),
+    ]
+
+
+# Members of the table this binding calls (all from minor 0).
+API_MEMBERS = tuple(name for name, _ in FhdApiV1._fields_[4:])
+
+
+def member_end(name):
+    """Byte offset just past table member `name` (FHD_API_HAS)."""
+    field = getattr(FhdApiV1, name)
+    return field.offset + field.size
+
+
+def _check_layout():
+    """The header's static_asserts, restated for this mirror."""
+    checks = [
+        (FhdApiBase.get_api.offset, 16, "offsetof(fhd_api_base, get_api)"),
+        (FhdApiV1.manifest.offset, 16, "offsetof(fhd_api_v1, manifest)"),
+        (FhdApiV1.init.offset, 40, "offsetof(fhd_api_v1, init)"),
+        (FhdApiV1.tensor_write.offset, 144, "offsetof(fhd_api_v1, tensor_write)"),
+        (ctypes.sizeof(FhdApiV1), 152, "sizeof(fhd_api_v1)"),
+        (ctypes.sizeof(FhdError), 784, "sizeof(fhd_error)"),
+        (FhdStepArgs.stats.offset, 56, "offsetof(fhd_step_args, stats)"),
+        (FhdBatch.targets.offset, 72, "offsetof(fhd_batch, targets)"),
+        (ctypes.sizeof(FhdActArgs), 40, "sizeof(fhd_act_args)"),
+        (ctypes.sizeof(FhdTransitions), 56, "sizeof(fhd_transitions)"),
+        (ctypes.sizeof(FhdTrainStats), 32, "sizeof(fhd_train_stats)"),
+        (ctypes.sizeof(FhdTensorInfo), 144, "sizeof(fhd_tensor_info)"),
+    ]
+    for got, want, what in checks:
+        if got != want:
+            raise ImportError(
+                f"foxhunt_dqn: the ctypes mirror of foxhunt_dqn.h is wrong on this platform: "
+                f"{what} is {got}, the header locks it at {want}"
+            )
+
+
+_check_layout()
