@@ -278,9 +278,12 @@ typedef struct fhd_api_v1 {
      * for its range before anything is stored. [learner] */
     int32_t (*observe)(fhd_learner *learner, const fhd_transitions *transitions);
 
-    /* Run `num_updates` gradient updates sampled from replay. FHD_ERR_NOT_READY if the replay
-     * holds fewer than max(batch_size, learning_starts) transitions. `stats` may be NULL.
-     * [learner] */
+    /* Run `num_updates` (<= 1,000,000) gradient updates sampled from replay, now:
+     * learning_starts and train_freq only schedule the training done by step().
+     * FHD_ERR_NOT_READY if the replay holds fewer than batch_size transitions. `stats` may be
+     * NULL. On an asynchronous backend (CUDA) the call returns once the updates are queued and
+     * the loss/td/q/grad_norm statistics are those of the latest completed update
+     * (metrics' "stats_update" says which). [learner] */
     int32_t (*train)(fhd_learner *learner, uint32_t num_updates, fhd_train_stats *stats);
 
     /* One update on the host-supplied batch (see fhd_batch). `stats` may be NULL. [learner] */
@@ -307,9 +310,9 @@ typedef struct fhd_api_v1 {
      * rewards = NULL. [learner] */
     int32_t (*checkpoint_load)(fhd_learner *learner, const char *path, uint32_t flags);
 
-    /* Introspection of named state tensors: online.*, target.*, grad.* (of the last update),
-     * adam.m.*, adam.v.*, sn.* (spectral-norm u/v). `index` from 0; FHD_ERR_NOT_FOUND past
-     * the end. [learner] */
+    /* Introspection of named state tensors: online.*, target.*, grad.* (the gradient of the
+     * last update after clipping, as Adam used it), adam.m.*, adam.v.*, sn.* (spectral-norm
+     * u/v). `index` from 0; FHD_ERR_NOT_FOUND past the end. [learner] */
     int32_t (*tensor_info)(fhd_learner *learner, uint32_t index, fhd_tensor_info *info);
 
     /* Copy tensor `name` (count floats) into `dst` (caller's). [learner] */

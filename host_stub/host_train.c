@@ -321,6 +321,8 @@ static int agent_loop(const fhd_host_plugin *p, fhd_learner *L, const run_opts *
                 next_log += o->log_every;
         }
         if (next_ckpt && *steps >= next_ckpt) {
+            if (!ck->saved && !ck->unsupported) /* the first save may print a warning */
+                fhd_host_runlog_end_line(log);
             if ((rc = fhd_host_checkpoint_save(p, L, ckpt_path, ck)) != FHD_EXIT_OK)
                 goto done;
             while (next_ckpt <= *steps)
@@ -400,12 +402,12 @@ int fhd_cmd_train(int argc, char **argv) {
         rc = FHD_EXIT_FAILURE;
         goto out;
     }
-    struct sigaction sa, old_sa;
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C ends the process at once */
-    sigaction(SIGINT, &sa, &old_sa);
+    sigaction(SIGINT, &sa, NULL);
     const double t0 = fhd_host_now();
     uint64_t steps = start;
     rc = agent_loop(&p, L, &o, venv, &log, ckpt_path, &ck, start, target, &steps);
@@ -424,8 +426,9 @@ int fhd_cmd_train(int argc, char **argv) {
            train_s > 0 ? (double)(steps - start) / train_s : 0.0,
            ck.saved ? "; checkpoint " : "", ck.saved ? ckpt_path : "");
     if (stop_requested) {
-        printf("interrupted at %llu env steps%s\n", (unsigned long long)steps,
-               ck.saved ? "; resume with --resume CHECKPOINT" : "");
+        printf("interrupted at %llu env steps%s%s\n", (unsigned long long)steps,
+               ck.saved ? "; continue with the same command and --resume " : "",
+               ck.saved ? ckpt_path : "");
         fhd_host_runlog_plot(&log, NULL);
         rc = FHD_EXIT_INTERRUPTED;
         goto out;

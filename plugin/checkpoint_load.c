@@ -85,7 +85,9 @@ static int32_t io_error(load_ctx *c, const char *what) {
 /* ---- 1. header ---------------------------------------------------------------------------- */
 
 static int32_t read_header(load_ctx *c) {
-    c->fd = open(c->path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO without a writer would block forever; the S_ISREG check below
+     * rejects it (and O_NONBLOCK does not change reads of regular files) */
+    c->fd = open(c->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (c->fd < 0)
         return io_error(c, "cannot open the file");
     if (fstat(c->fd, &c->st) != 0)

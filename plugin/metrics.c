@@ -1,10 +1,17 @@
 /* metrics.c - the learner's metrics as one JSON object (PKCS#11-style size query). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
 
 #include "learner.h"
+
+/* JSON has no NaN or infinity (json_real refuses them): a statistic of a diverged update is
+ * reported as null. */
+static json_t *real_or_null(double v) {
+    return isfinite(v) ? json_real(v) : json_null();
+}
 
 static const char *backend_kind_name(int k) {
     return k == FHD_BACKEND_CUDA ? "cuda" : k == FHD_BACKEND_AUTO ? "auto" : "cpu";
@@ -36,19 +43,19 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     SET("episodes", json_integer((json_int_t)L->episodes));
     SET("replay_size", json_integer((json_int_t)sc.replay_size));
     SET("replay_capacity", json_integer((json_int_t)L->cfg.replay_capacity));
-    SET("epsilon", json_real(fhd__epsilon(&L->cfg, L->env_steps)));
+    SET("epsilon", real_or_null(fhd__epsilon(&L->cfg, L->env_steps)));
     /* training statistics and the update they belong to */
     SET("stats_update", json_integer((json_int_t)us.update_index));
-    SET("loss", json_real(us.loss));
-    SET("td_abs_mean", json_real(us.td_abs_mean));
-    SET("q_mean", json_real(us.q_mean));
-    SET("grad_norm", json_real(us.grad_norm));
-    SET("beta", json_real(L->cfg.replay == FHD_REPLAY_PRIORITIZED ? us.beta : 0.0));
+    SET("loss", real_or_null(us.loss));
+    SET("td_abs_mean", real_or_null(us.td_abs_mean));
+    SET("q_mean", real_or_null(us.q_mean));
+    SET("grad_norm", real_or_null(us.grad_norm));
+    SET("beta", real_or_null(L->cfg.replay == FHD_REPLAY_PRIORITIZED ? us.beta : 0.0));
     SET("updates_per_second",
-        json_real(L->train_seconds > 0 ? (double)L->timed_updates / L->train_seconds : 0.0));
-    SET("episode_return_last", json_real(L->last_episode_return));
-    SET("episode_return_mean_100", json_real(L->recent_count ? recent / L->recent_count : 0.0));
-    SET("uptime_seconds", json_real(fhd__now() - L->created_at));
+        real_or_null(L->train_seconds > 0 ? (double)L->timed_updates / L->train_seconds : 0.0));
+    SET("episode_return_last", real_or_null(L->last_episode_return));
+    SET("episode_return_mean_100", real_or_null(L->recent_count ? recent / L->recent_count : 0.0));
+    SET("uptime_seconds", real_or_null(fhd__now() - L->created_at));
 #undef SET
     /* Not json_dumps: when its buffer cannot grow it leaves an object key out and still
      * returns the text (jansson does not check dump_string for keys). json_dumpb into a buffer
