@@ -131,8 +131,7 @@ static int parse_opts(int argc, char **argv, int is_train, run_opts *o) {
             o->out = v;
         } else if (!bad && is_train && (v = fhd_opt(argc, argv, &i, "--resume", &bad))) {
             o->resume = v;
-        } else if (!bad && is_train &&
-                   (v = fhd_opt(argc, argv, &i, "--checkpoint-every", &bad))) {
+        } else if (!bad && is_train && (v = fhd_opt(argc, argv, &i, "--checkpoint-every", &bad))) {
             rc = fhd_host_parse_u64("--checkpoint-every", v, 0, UINT64_MAX / 2, &o->ckpt_every);
         } else if (!bad && is_train && (v = fhd_opt(argc, argv, &i, "--eval-episodes", &bad))) {
             rc = fhd_host_parse_u64("--eval-episodes", v, 0, 1000000, &o->eval_episodes);
@@ -185,9 +184,9 @@ static int setup(const run_opts *o, const char *ckpt, int recorded_is_base,
     if (rc != FHD_EXIT_OK)
         return rc;
     json_t *recorded = ckpt ? fhd_host_checkpoint_config(ckpt) : NULL;
-    fhd_host_config_req req = {*env,     o->config,  o->plugin, o->have_seed,
-                               o->seed,  o->backend, (uint32_t)o->envs, recorded,
-                               ckpt,     recorded_is_base, p->manifest};
+    fhd_host_config_req req = {*env,    o->config,        o->plugin,         o->have_seed,
+                               o->seed, o->backend,       (uint32_t)o->envs, recorded,
+                               ckpt,    recorded_is_base, p->manifest};
     rc = fhd_host_config_build(&req, cfg);
     json_decref(recorded);
     if (rc != FHD_EXIT_OK)
@@ -259,9 +258,9 @@ static int log_interval(const fhd_host_plugin *p, fhd_learner *L, fhd_host_runlo
 
 /* The agent loop from `start` to `target` env steps. Returns an FHD_EXIT_* code; *steps
  * receives the env steps reached. */
-static int agent_loop(const fhd_host_plugin *p, fhd_learner *L, const run_opts *o,
-                      fhd_venv *venv, fhd_host_runlog *log, const char *ckpt_path,
-                      fhd_host_ckpt_state *ck, uint64_t start, uint64_t target, uint64_t *steps) {
+static int agent_loop(const fhd_host_plugin *p, fhd_learner *L, const run_opts *o, fhd_venv *venv,
+                      fhd_host_runlog *log, const char *ckpt_path, fhd_host_ckpt_state *ck,
+                      uint64_t start, uint64_t target, uint64_t *steps) {
     const uint32_t E = (uint32_t)fhd_venv_num_envs(venv);
     const uint32_t S = (uint32_t)fhd_venv_spec(venv)->obs_dim;
     loop_bufs b = {0};
@@ -378,6 +377,9 @@ int fhd_cmd_train(int argc, char **argv) {
            cfg.path, json_string_value(json_object_get(m0, "backend")),
            json_string_value(json_object_get(m0, "device")), (unsigned long long)cfg.seed,
            cfg.num_envs, cfg.num_envs == 1 ? "" : "s");
+    const char *fallback = json_string_value(json_object_get(m0, "backend_fallback_reason"));
+    if (fallback && *fallback)
+        printf("backend auto fell back to cpu: %s\n", fallback);
     json_decref(m0);
     const uint64_t target = o.have_steps ? o.steps : default_steps(env->id);
     char out_dir[4096], ckpt_path[4200];
@@ -423,8 +425,8 @@ int fhd_cmd_train(int argc, char **argv) {
     printf("trained %llu env steps (%llu in this run), %.0f updates in %.2f s (%.0f env steps/s)"
            "%s%s\n",
            (unsigned long long)steps, (unsigned long long)(steps - start), updates, train_s,
-           train_s > 0 ? (double)(steps - start) / train_s : 0.0,
-           ck.saved ? "; checkpoint " : "", ck.saved ? ckpt_path : "");
+           train_s > 0 ? (double)(steps - start) / train_s : 0.0, ck.saved ? "; checkpoint " : "",
+           ck.saved ? ckpt_path : "");
     if (stop_requested) {
         printf("interrupted at %llu env steps%s%s\n", (unsigned long long)steps,
                ck.saved ? "; continue with the same command and --resume " : "",

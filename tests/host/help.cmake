@@ -1,0 +1,51 @@
+# help.cmake - `fhd-host --help`, `train --help` and `eval --help` print their usage on stdout
+# and exit 0; the usage names every option and the exit codes.
+include(${CMAKE_CURRENT_LIST_DIR}/host_common.cmake)
+file(MAKE_DIRECTORY ${WORK})
+
+fhd_run(h COMMAND ${HOST} --help)
+if(NOT h_RC EQUAL 0 OR NOT h_OUT MATCHES "usage: fhd-host COMMAND" OR NOT h_ERR STREQUAL "")
+  fhd_t_fail("fhd-host --help: rc ${h_RC}: ${h_OUT}${h_ERR}")
+endif()
+foreach(word "train --env ENV" "eval --checkpoint FILE" "exit codes" "6 unknown environment"
+             "130 interrupted")
+  if(NOT h_OUT MATCHES "${word}")
+    fhd_t_fail("fhd-host --help does not mention \"${word}\"")
+  else()
+    fhd_t_pass()
+  endif()
+endforeach()
+
+fhd_run(t COMMAND ${HOST} train --help)
+if(NOT t_RC EQUAL 0 OR NOT t_OUT MATCHES "^usage: fhd-host train")
+  fhd_t_fail("fhd-host train --help: rc ${t_RC}: ${t_OUT}${t_ERR}")
+endif()
+foreach(opt --env --config --backend --steps --envs --seed --out --resume --checkpoint-every
+            --eval-episodes --log-every --plugin metrics.jsonl episodes.csv eval_return_mean)
+  if(NOT t_OUT MATCHES "${opt}")
+    fhd_t_fail("train --help does not mention ${opt}")
+  else()
+    fhd_t_pass()
+  endif()
+endforeach()
+
+fhd_run(e COMMAND ${HOST} eval -h)
+if(NOT e_RC EQUAL 0 OR NOT e_OUT MATCHES "^usage: fhd-host eval")
+  fhd_t_fail("fhd-host eval -h: rc ${e_RC}: ${e_OUT}${e_ERR}")
+endif()
+foreach(opt --checkpoint --env --episodes --render-ascii --config --seed --plugin)
+  if(NOT e_OUT MATCHES "${opt}")
+    fhd_t_fail("eval --help does not mention ${opt}")
+  else()
+    fhd_t_pass()
+  endif()
+endforeach()
+
+# no command: usage on stderr, exit 2
+fhd_run(n COMMAND ${HOST})
+if(NOT n_RC EQUAL 2 OR NOT n_ERR MATCHES "usage: fhd-host")
+  fhd_t_fail("fhd-host without a command: rc ${n_RC}")
+else()
+  fhd_t_pass()
+endif()
+fhd_t_finish()
