@@ -57,6 +57,7 @@ typedef struct load_ctx {
     uint64_t bad_action_at;
     int32_t bad_action_value;
     uint64_t prio_first_zero, prio_nonzero_end, prio_over_at;
+    uint64_t prio_max, prio_max_at; /* largest leaf and its slot */
     int prio_over;
 } load_ctx;
 
@@ -290,6 +291,10 @@ static void check_stream(load_ctx *c, const fhd__ck_tensor *t, uint64_t e0, uint
                     c->prio_first_zero = e0 + k;
             } else {
                 c->prio_nonzero_end = e0 + k + 1;
+                if (q[k] > c->prio_max) {
+                    c->prio_max = q[k];
+                    c->prio_max_at = e0 + k;
+                }
                 if (q[k] > FHD_PRIO_MAX_Q && !c->prio_over) {
                     c->prio_over = 1;
                     c->prio_over_at = e0 + k;
@@ -385,6 +390,12 @@ static int32_t check_values(load_ctx *c) {
             return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
                          "replay.priorities[%" PRIu64 "] exceeds the largest quantised priority",
                          c->prio_over_at);
+        /* new transitions get the running max: no leaf may exceed it (check_invariants) */
+        if (c->prio_max > s->max_priority_q)
+            return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                         "replay.priorities[%" PRIu64 "] = %" PRIu64
+                         " exceeds replay.max_priority_q %" PRIu64 ", the running maximum",
+                         c->prio_max_at, c->prio_max, s->max_priority_q);
         if (c->prio_first_zero < s->replay_size || c->prio_nonzero_end > s->replay_size)
             return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
                          "replay.priorities: the filled slots [0, %" PRIu64
