@@ -293,8 +293,10 @@ typedef struct fhd_api_v1 {
     int32_t (*step)(fhd_learner *learner, const fhd_step_args *args);
 
     /* Metrics as one JSON object written into buf (NUL-terminated). PKCS#11-style: if buf is
-     * NULL or cap is too small, *needed (must not be NULL) receives the size including the
-     * NUL, and FHD_ERR_BUFFER_TOO_SMALL is returned when buf is not NULL. [learner] */
+     * NULL or cap is too small, *needed (must not be NULL) receives a size that is enough
+     * for a following call (the text's size including the NUL, plus room for values that
+     * change between the two calls, such as uptime), and FHD_ERR_BUFFER_TOO_SMALL is returned
+     * when buf is not NULL. On success *needed is the exact size written. [learner] */
     int32_t (*metrics)(fhd_learner *learner, char *buf, size_t cap, size_t *needed);
 
     /* Write a checkpoint (safetensors) atomically: a temporary file in the same directory,

@@ -13,6 +13,8 @@ static json_t *real_or_null(double v) {
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+#define FHD__METRICS_SLACK 256
+
 static const char *backend_kind_name(int k) {
     return k == FHD_BACKEND_CUDA ? "cuda" : k == FHD_BACKEND_AUTO ? "auto" : "cpu";
 }
@@ -72,15 +74,20 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     json_decref(o);
     if (!s)
         return fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "metrics: out of memory");
-    size_t n = strlen(s) + 1;
-    *needed = n;
+    /* A size query reports the text's size plus FHD__METRICS_SLACK: between the query and the
+     * fetch, values the host does not drive (uptime, an asynchronous backend's newest
+     * statistics snapshot) may print longer, and the two-call pattern must still succeed. A
+     * successful fetch reports the exact size written. */
+    const size_t n = strlen(s) + 1;
     int32_t rc = FHD_OK;
-    if (buf) {
-        if (cap < n)
+    if (buf && cap >= n) {
+        memcpy(buf, s, n);
+        *needed = n;
+    } else {
+        *needed = n + FHD__METRICS_SLACK;
+        if (buf)
             rc = fhd__fail(L, FHD_ERR_BUFFER_TOO_SMALL,
                            "metrics: the buffer holds %zu bytes; %zu are needed", cap, n);
-        else
-            memcpy(buf, s, n);
     }
     free(s);
     return rc;
