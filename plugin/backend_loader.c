@@ -36,7 +36,9 @@ static void module_path(char *out, size_t cap) {
 static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) {
     char path[4096];
     module_path(path, sizeof path);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* RTLD_NODELETE: the CUDA runtime cannot be unloaded safely once it has initialised
+     * (its exit handlers and driver state outlive a dlclose), so the module stays mapped. */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
         const char *e = dlerror();
         snprintf(why, cap, "the CUDA module could not be loaded (%s)", e ? e : path);
