@@ -898,8 +898,9 @@ int32_t fhd__config_parse(const char *json, size_t len, fhd__config *cfg, fhd_er
     rc = schema_load(&s, msg, sizeof msg);
     if (rc != FHD_OK)
         return fail(err, rc, 0, 0, "",
-                    rc == FHD_ERR_OUT_OF_MEMORY ? "%s"
-                                                : "manifest.json embedded in the library is invalid: %s",
+                    rc == FHD_ERR_OUT_OF_MEMORY
+                        ? "%s"
+                        : "manifest.json embedded in the library is invalid: %s",
                     msg);
     root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (root == NULL) {
