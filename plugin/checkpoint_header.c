@@ -94,19 +94,21 @@ char *fhd__ck_header_write(const fhd__ck_catalog *c, const json_t *meta, const f
         bad |= json_object_set_new(root, "__metadata__", m);
         m = NULL;
     }
-    char *text = bad ? NULL : json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-    json_decref(root);
-    json_decref(m);
-    if (!text)
-        return NULL;
-    size_t n = strlen(text), padded = n + (8 - (8 + n) % 8) % 8;
-    char *out = malloc(padded);
-    if (out) {
-        memcpy(out, text, n);
+    /* json_dumpb into a measured buffer, not json_dumps: under allocation failure the latter
+     * can drop a key and still return text */
+    const size_t flags = JSON_COMPACT | JSON_SORT_KEYS;
+    const size_t n = bad ? 0 : json_dumpb(root, NULL, 0, flags);
+    const size_t padded = n + (8 - (8 + n) % 8) % 8;
+    char *out = n ? malloc(padded) : NULL;
+    if (out && json_dumpb(root, out, n, flags) == n) {
         memset(out + n, ' ', padded - n);
         *len = padded;
+    } else {
+        free(out);
+        out = NULL;
     }
-    free(text);
+    json_decref(root);
+    json_decref(m);
     return out;
 }
 

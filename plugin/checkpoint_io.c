@@ -1,5 +1,5 @@
 /* checkpoint_io.c - CRC-64/XZ, complete reads/writes, atomic file replacement. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* mkostemp */
 #include "checkpoint_io.h"
 
 #include <errno.h>
@@ -121,7 +121,7 @@ int fhd__atomic_begin(fhd__atomic_file *f, const char *path, const char **what) 
     }
     memcpy(f->tmp_path, path, n);
     memcpy(f->tmp_path + n, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    f->fd = mkstemp(f->tmp_path);
+    f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
     if (f->fd < 0) {
         int e = errno;
         free(f->dir_path);

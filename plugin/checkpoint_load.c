@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,8 @@ typedef struct load_ctx {
     uint64_t prio_first_zero, prio_nonzero_end, prio_over_at;
     uint64_t prio_max, prio_max_at; /* largest leaf and its slot */
     int prio_over;
+    const char *nonfinite; /* first float tensor holding NaN or Inf, and the element */
+    uint64_t nonfinite_at;
 } load_ctx;
 
 static int32_t failf(load_ctx *c, int32_t code, const char *fmt, ...)
@@ -271,7 +274,23 @@ static int32_t check_compat(load_ctx *c) {
 
 /* ---- 4 and 5. tensors and data ------------------------------------------------------------ */
 
+/* NaN/Inf in float tensors: rejected like any other invalid input (observe and
+ * tensor_write refuse them too); the first one found is reported. */
+static void check_finite(load_ctx *c, const fhd__ck_tensor *t, const void *data, uint64_t e0,
+                         uint64_t m) {
+    if (t->dtype != FHD_CK_F32 || c->nonfinite)
+        return;
+    const float *x = (const float *)data;
+    for (uint64_t k = 0; k < m; k++)
+        if (!isfinite(x[k])) {
+            c->nonfinite = t->name;
+            c->nonfinite_at = e0 + k;
+            return;
+        }
+}
+
 static void check_stream(load_ctx *c, const fhd__ck_tensor *t, uint64_t e0, uint64_t m) {
+    check_finite(c, t, c->buf, e0, m);
     if (t->kind == FHD_STATE_REPLAY_ACTIONS) {
         const int32_t *a = (const int32_t *)c->buf;
         const uint32_t D = c->lo.D;
@@ -317,6 +336,7 @@ static int32_t read_data(load_ctx *c) {
             if (fhd__pread_all(c->fd, t->data, (size_t)t->bytes, at) != 0)
                 return io_error(c, "reading the data");
             h = fhd__crc64_update(c->crc, 0, t->data, (size_t)t->bytes);
+            check_finite(c, t, t->data, 0, t->count);
         } else {
             const size_t es = fhd__ck_dtype_size(t->dtype);
             const uint64_t per = FHD_CKPT_CHUNK_BYTES / es;
@@ -353,6 +373,9 @@ static int64_t first_bad_action(load_ctx *c, const fhd__ck_tensor *t) {
 
 static int32_t check_values(load_ctx *c) {
     const uint32_t D = c->lo.D;
+    if (c->nonfinite)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "tensor \"%s\": element %" PRIu64
+                     " is NaN or Inf", c->nonfinite, c->nonfinite_at);
     for (uint32_t i = 0; i < c->cat.n; i++) {
         const fhd__ck_tensor *t = &c->cat.t[i];
         if (t->source == FHD_CK_SRC_SCALAR)

@@ -392,6 +392,15 @@ static void e_have_prev(st_file *f) {
     poke(f, "step.have_prev", 0, &v, 1);
 }
 
+static void e_nan_weight(st_file *f) {
+    const float v = NAN;
+    poke(f, "online.torso.0.weight", 4 * 3, &v, 4);
+}
+static void e_inf_obs(st_file *f) {
+    const float v = -INFINITY;
+    poke(f, "replay.obs", 4 * 7, &v, 4);
+}
+
 static void test_crafted(void) {
     /* re-serialised without padding (another writer's layout): still a valid checkpoint */
     crafted("unpadded header", e_none, NULL, 0, FHD_OK, NULL);
@@ -448,6 +457,10 @@ static void test_crafted(void) {
     crafted("rng.seed", e_seed, NULL, 0, FHD_ERR_CHECKPOINT_CORRUPT, "rng.seed");
     crafted("recent_count", e_recent, NULL, 0, FHD_ERR_CHECKPOINT_CORRUPT, "recent_count");
     crafted("have_prev", e_have_prev, NULL, 0, FHD_ERR_CHECKPOINT_CORRUPT, "have_prev");
+    crafted("NaN weight", e_nan_weight, NULL, 0, FHD_ERR_CHECKPOINT_CORRUPT,
+            "\"online.torso.0.weight\": element 3 is NaN or Inf");
+    crafted("Inf in replay storage", e_inf_obs, NULL, 0, FHD_ERR_CHECKPOINT_CORRUPT,
+            "\"replay.obs\": element 7 is NaN or Inf");
 
     /* raw byte-level cases */
     raw("empty file", "", 0, "0 bytes");
