@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fhd_file.h"
 #include "fhd_test.h"
 
 static inline double ck_now(void) {
@@ -221,22 +222,6 @@ static inline int make_dirs(const char *path) {
 
 /* ---- files -------------------------------------------------------------------------------- */
 
-static inline unsigned char *file_read(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
 
 static inline int file_write(const char *path, const void *data, size_t len) {
     FILE *f = fopen(path, "wb");
@@ -254,7 +239,7 @@ static inline unsigned char *save_bytes(const fhd_api_v1 *api, fhd_learner *L, c
         printf("save failed: %s: %s\n", api->status_name(rc), api->last_error(L));
         return NULL;
     }
-    return file_read(path, len);
+    return fhd_test_read_file(path, len);
 }
 
 /* ---- independent safetensors reader/writer and the format's checksums ---------------------- */

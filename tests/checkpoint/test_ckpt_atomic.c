@@ -183,7 +183,7 @@ static void test_failures(void) {
     CHECK(api->checkpoint_save(L, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "save: %s",
           api->last_error(L));
     size_t n0 = 0, n1 = 0;
-    unsigned char *before = file_read(path, &n0);
+    unsigned char *before = fhd_test_read_file(path, &n0);
     /* change the learner so that a successful save would produce different bytes */
     float o[64] = {0}, r = 2.0f;
     int32_t a = 2;
@@ -210,7 +210,7 @@ static void test_failures(void) {
     CHECK(rc == FHD_ERR_IO && strstr(api->last_error(L), "File too large"),
           "save past RLIMIT_FSIZE: %s: %s", api->status_name(rc), api->last_error(L));
     CHECK(count_temps("fail.safetensors", 0) == 0, "the temporary file was left behind");
-    unsigned char *after = file_read(path, &n1);
+    unsigned char *after = fhd_test_read_file(path, &n1);
     CHECK(after && n0 == n1 && memcmp(before, after, n0) == 0, "the old checkpoint changed");
     free(after);
     fhd_learner *Q = fhd_test_create(api, cfg);

@@ -88,7 +88,7 @@ static void setup(void) {
     CHECK(synth_run_until(api, S, &r1, 60, 10000) >= 60, "train S");
     CHECK(api->checkpoint_save(S, p_orig, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "save");
     api->destroy(S);
-    orig = file_read(p_orig, &orig_len);
+    orig = fhd_test_read_file(p_orig, &orig_len);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--)
         n = (n << 8) | orig[i];

@@ -177,7 +177,7 @@ static void test_resume(void) {
     /* a file with replay loaded without the flag gives the same state as one without */
     CHECK(api->checkpoint_load(U, p_a, 0) == FHD_OK, "load: %s", api->last_error(U));
     fu = save_bytes(api, U, p_u, FHD_CKPT_INCLUDE_REPLAY, &lu);
-    ff = file_read(p_f, &lf);
+    ff = fhd_test_read_file(p_f, &lf);
     CHECK(ff && fu && lf == lu && memcmp(ff, fu, lf) == 0, "load(with-replay file, 0) differs");
     free(ff);
     free(fu);
@@ -336,7 +336,7 @@ static void test_layout(void) {
     path_of(p, sizeof p, "resume_a.safetensors");
     CHECK(ck_crc64(0, "123456789", 9) == UINT64_C(0x995DC9BBDF1939FA), "CRC-64/XZ check value");
     size_t len = 0;
-    unsigned char *b = file_read(p, &len);
+    unsigned char *b = fhd_test_read_file(p, &len);
     st_file f;
     CHECK(b && st_parse(b, len, &f) == 0, "parse");
     uint64_t n = 0;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fhd_file.h"
 #include "foxhunt_dqn.h"
 
 /* S = 3, actions [2, 3] (D = 2), 2 envs, n-step 2, PER, spectral norm: most code paths. */
@@ -89,22 +90,5 @@ static inline uint64_t rel_fingerprint(const fhd_api_v1 *api, fhd_learner *L) {
     return rel_fnv(h, m, strlen(m));
 }
 
-/* Bytes of a file, or NULL (caller frees). */
-static inline unsigned char *rel_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
 
 #endif

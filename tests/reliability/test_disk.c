@@ -64,7 +64,7 @@ static void expect_failed_save(fhd_learner *L, const char *what, const char *dir
     CHECK(rel_fingerprint(api, L) == before, "%s: the learner changed", what);
     if (old) {
         size_t now_len = 0;
-        unsigned char *now = rel_read_file(path, &now_len);
+        unsigned char *now = fhd_test_read_file(path, &now_len);
         CHECK(now && now_len == old_len && memcmp(now, old, old_len) == 0,
               "%s: the old checkpoint changed", what);
         free(now);
@@ -85,7 +85,7 @@ static void test_file_size_limit(const char *dir) {
     CHECK(api->checkpoint_save(old, path, 0) == FHD_OK, "save the old checkpoint: %s",
           api->last_error(old));
     size_t old_len = 0;
-    unsigned char *old_bytes = rel_read_file(path, &old_len);
+    unsigned char *old_bytes = fhd_test_read_file(path, &old_len);
     struct rlimit saved, small;
     getrlimit(RLIMIT_FSIZE, &saved);
     small = saved;
@@ -104,7 +104,7 @@ static void test_file_size_limit(const char *dir) {
     printf("%-30s %s: %s\n", "file size limit (EFBIG)", api->status_name(rc), msg);
     CHECK(rel_fingerprint(api, L) == before, "file size limit: the learner changed");
     size_t now_len = 0;
-    unsigned char *now = rel_read_file(path, &now_len);
+    unsigned char *now = fhd_test_read_file(path, &now_len);
     CHECK(now && now_len == old_len && memcmp(now, old_bytes, old_len) == 0,
           "file size limit: the old checkpoint changed");
     CHECK(count_tmp_files(dir) == 0, "file size limit: a temporary file is left");
@@ -134,9 +134,9 @@ static void test_full_tmpfs(const char *scratch) {
     fhd_learner *a = learner_at(10, 1), *b = learner_at(40, 4);
     size_t old_size = 0, new_size = 0;
     api->checkpoint_save(a, probe, 0);
-    free(rel_read_file(probe, &old_size));
+    free(fhd_test_read_file(probe, &old_size));
     api->checkpoint_save(b, probe, FHD_CKPT_INCLUDE_REPLAY);
-    free(rel_read_file(probe, &new_size));
+    free(fhd_test_read_file(probe, &new_size));
     unlink(probe);
     api->destroy(a);
     api->destroy(b);
@@ -164,7 +164,7 @@ static void test_full_tmpfs(const char *scratch) {
         CHECK(api->checkpoint_save(old, path, 0) == FHD_OK, "save the old checkpoint: %s",
               api->last_error(old));
         size_t old_len = 0;
-        unsigned char *old_bytes = rel_read_file(path, &old_len);
+        unsigned char *old_bytes = fhd_test_read_file(path, &old_len);
         expect_failed_save(L, "full file system (ENOSPC)", mnt, path, old_bytes, old_len,
                            "No space left on device");
         unlink(path);
@@ -225,7 +225,7 @@ static void test_unwritable(const char *scratch) {
         CHECK(api->checkpoint_save(old, path, 0) == FHD_OK, "save: %s", api->last_error(old));
         api->destroy(old);
         size_t old_len = 0;
-        unsigned char *old_bytes = rel_read_file(path, &old_len);
+        unsigned char *old_bytes = fhd_test_read_file(path, &old_len);
         chmod(ro, 0555);
         expect_failed_save(L, "read-only directory", ro, path, old_bytes, old_len,
                            "Permission denied");

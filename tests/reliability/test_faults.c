@@ -205,7 +205,7 @@ static int count_fds(void) {
 static void op_body(uint64_t k, void *arg) {
     op_sweep *w = arg;
     size_t old_len = 0;
-    unsigned char *old = w->file ? rel_read_file(w->file, &old_len) : NULL;
+    unsigned char *old = w->file ? fhd_test_read_file(w->file, &old_len) : NULL;
     const int fds0 = count_fds();
     const int64_t live0 = alloc_shim_live();
     alloc_shim_arm(k);
@@ -239,7 +239,7 @@ static void op_body(uint64_t k, void *arg) {
           w->name, (unsigned long long)k, msg);
     if (w->file) {
         size_t now_len = 0;
-        unsigned char *now = rel_read_file(w->file, &now_len);
+        unsigned char *now = fhd_test_read_file(w->file, &now_len);
         CHECK(now && old && now_len == old_len && memcmp(now, old, old_len) == 0,
               "%s: allocation %llu failed: the previous checkpoint changed", w->name,
               (unsigned long long)k);
@@ -524,7 +524,7 @@ static void sweep_all(int64_t base) {
         ckpt_ctx tc = {tpath, flags};
         sweep(flags ? "checkpoint_save (replay)" : "checkpoint_save", L, T, op_save, &c, &tc, path);
         size_t a_len = 0, b_len = 0;
-        unsigned char *a = rel_read_file(path, &a_len), *b = rel_read_file(tpath, &b_len);
+        unsigned char *a = fhd_test_read_file(path, &a_len), *b = fhd_test_read_file(tpath, &b_len);
         CHECK(!selected("checkpoint_save") ||
                   (a && b && a_len == b_len && memcmp(a, b, a_len) == 0),
               "the checkpoint saved after the failures differs from the twin's");
