@@ -5,8 +5,11 @@ include(${CMAKE_CURRENT_LIST_DIR}/host_common.cmake)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 
-# a run far longer than the test; SIGINT after 3 s, SIGKILL 30 s later if it ignores it
-fhd_run(s COMMAND ${TIMEOUT} --preserve-status -s INT -k 30 3
+# a run far longer than the test; SIGINT after 3 s, SIGKILL 30 s later if it ignores it.
+# --foreground: the signal goes to the host alone. Without it timeout signals the child and then
+# its own process group, so the host can get two SIGINTs, and the second one ends it at once
+# (SA_RESETHAND: a second Ctrl-C means "stop now") before it has saved.
+fhd_run(s COMMAND ${TIMEOUT} --foreground --preserve-status -s INT -k 30 3
         ${HOST} train --env CartPole-v1 --config ${CONFIG_DIR}/CartPole-v1.json
         --plugin ${PLUGIN} --steps 100000000 --log-every 500 --out ${WORK}/run)
 if(NOT s_RC EQUAL 130)
