@@ -49,6 +49,28 @@ __device__ __forceinline__ double fhd_block_sum_d(double v, double *scratch) {
     return s;
 }
 
+/* fhd_block_sum_d of four values at once (one pair of barriers instead of four); each result
+ * is the same as fhd_block_sum_d of that value. scratch: 4 x 32 doubles of shared memory. */
+__device__ __forceinline__ void fhd_block_sum4_d(double v[4], double *scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        v[q] = fhd_warp_sum_d(v[q]);
+    __syncthreads(); /* scratch may still be read by a previous call */
+    if (lane == 0)
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            scratch[q * 32 + warp] = v[q];
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        double s = 0.0;
+        for (int w = 0; w < nw; w++)
+            s += scratch[q * 32 + w];
+        v[q] = s;
+    }
+}
+
 /* The last-block-done pattern: every block calls this after writing its partial results;
  * it returns true (in all threads) in exactly one block, the last one to arrive, which may
  * then read every other block's partials (with __ldcg). The counter is reset by that block,
@@ -67,6 +89,31 @@ __device__ __forceinline__ bool fhd_last_block_done(unsigned int *counter, unsig
     if (fhd_is_last)
         __threadfence();
     return fhd_is_last;
+}
+
+/* Sum of p[k * stride] for k = lane, lane + 32, ... < n, by one warp (lane = threadIdx.x % 32),
+ * returned to every lane. Each lane adds its values in k order, four loads in flight (__ldcg:
+ * the partials were written by other blocks of this launch), then the fixed butterfly: the
+ * result does not depend on scheduling. For the last-block reductions over per-block
+ * partials, where a serial walk would pay one L2 round trip per partial. */
+template <typename T>
+__device__ __forceinline__ T fhd_warp_sum_strided(const T *p, uint32_t n, size_t stride) {
+    const uint32_t lane = threadIdx.x & 31;
+    T acc = 0;
+    uint32_t k = lane;
+    for (; k + 96 < n; k += 128) {
+        const T v0 = __ldcg(p + (size_t)k * stride), v1 = __ldcg(p + (size_t)(k + 32) * stride);
+        const T v2 = __ldcg(p + (size_t)(k + 64) * stride), v3 = __ldcg(p + (size_t)(k + 96) * stride);
+        acc += v0;
+        acc += v1;
+        acc += v2;
+        acc += v3;
+    }
+    for (; k < n; k += 32)
+        acc += __ldcg(p + (size_t)k * stride);
+    for (int o = 16; o > 0; o >>= 1)
+        acc += __shfl_xor_sync(FHD_FULL_MASK, acc, o);
+    return acc;
 }
 
 /* Round-to-nearest float operations that the compiler never fuses into an FMA: they mirror the

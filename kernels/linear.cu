@@ -1,5 +1,5 @@
-/* linear.cu - bias/ReLU forward epilogue fallback and the fused ReLU-backward + bias-gradient
- * kernel (see linear.cuh). */
+/* linear.cu - bias/ReLU forward epilogue fallback and the ReLU backward with partial bias
+ * gradients (see linear.cuh). */
 #include "common.cuh"
 #include "linear.cuh"
 
@@ -31,8 +31,8 @@ cudaError_t fhd__cuda_bias_act(float *y, const float *b, uint32_t rows, uint32_t
  * lane = column, warp g = rows 64 c + g + 8 i (i = 0..7). Each warp reads 128 contiguous bytes
  * per row and every thread has its 8 rows' loads in flight at once. */
 __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
-    fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *h, float *db,
-                                   float *partial, unsigned int *done, uint32_t B, uint32_t H) {
+    fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *h, float *partial,
+                                   uint32_t B, uint32_t H) {
     __shared__ float red[BG_GROUPS][BG_COLS];
     const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
     const uint32_t col = blockIdx.x * BG_COLS + lane;
@@ -63,24 +63,6 @@ __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
             t += red[k][lane];
         partial[(size_t)blockIdx.y * H + col] = t;
     }
-    if (fhd_last_block_done(done + blockIdx.x, gridDim.y)) {
-        /* warp g sums chunks g, g + 8, ...; then the 8 sums in order */
-        float t = 0.0f;
-        if (col < H) {
-#pragma unroll 4
-            for (uint32_t c = grp; c < gridDim.y; c += BG_GROUPS)
-                t += __ldcg(partial + (size_t)c * H + col);
-        }
-        __syncthreads();
-        red[grp][lane] = t;
-        __syncthreads();
-        if (grp == 0 && col < H) {
-            float u = 0.0f;
-            for (int k = 0; k < BG_GROUPS; k++)
-                u += red[k][lane];
-            db[col] = u;
-        }
-    }
 }
 
 uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
@@ -88,16 +70,12 @@ uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
     return c < 2 ? 2 : c; /* never a one-block grid: an extra chunk is empty (r0 >= B) */
 }
 
-uint32_t fhd__cuda_relu_bgrad_tiles(uint32_t H) {
-    return (uint32_t)fhd_cdiv(H, BG_COLS);
-}
-
-cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *h, float *db,
-                                          float *partial, unsigned int *done, uint32_t B,
-                                          uint32_t H, cudaStream_t stream) {
-    dim3 grid(fhd__cuda_relu_bgrad_tiles(H), fhd__cuda_relu_bgrad_chunks(B));
-    fhd_relu_backward_bgrad_kernel<<<grid, BG_COLS * BG_GROUPS, 0, stream>>>(dz, dx, h, db, partial,
-                                                                              done, B, H);
+cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *h,
+                                          float *partial, uint32_t B, uint32_t H,
+                                          cudaStream_t stream) {
+    dim3 grid((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B));
+    fhd_relu_backward_bgrad_kernel<<<grid, BG_COLS * BG_GROUPS, 0, stream>>>(dz, dx, h, partial, B,
+                                                                              H);
     return cudaGetLastError();
 }
 

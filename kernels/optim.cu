@@ -3,11 +3,15 @@
  * uncontracted float operations. */
 #include <math.h>
 
+#include <cooperative_groups.h>
+
 #include "common.cuh"
 #include "optim.cuh"
 
 #define OPT_THREADS 256
-#define OPT_CHUNK (OPT_THREADS * 8) /* elements per block */
+#define OPT_PER 8 /* elements per thread, loaded before any is used */
+static_assert(FHD_OPT_CHUNK == OPT_THREADS * OPT_PER, "a weight block covers its chunk");
+static_assert(FHD_OPT_BIAS_COLS * (OPT_THREADS / 32) == OPT_THREADS, "bias block: 32 x 8");
 
 static __device__ __forceinline__ int find_segment(const fhd__opt_args &a, uint32_t blk) {
     for (uint32_t s = 0; s < a.nseg; s++)
@@ -16,58 +20,110 @@ static __device__ __forceinline__ int find_segment(const fhd__opt_args &a, uint3
     return -1;
 }
 
-__global__ void __launch_bounds__(OPT_THREADS)
-    fhd_clip_grad_norm_kernel(const __grid_constant__ fhd__opt_args a) {
-    __shared__ double red[32];
-    __shared__ double segsum[FHD_OPT_MAX_SEGMENTS][4];
+/* Block blk of the norm pass: its chunk's partial sums (bias segments: the gradient itself
+ * first, from the column partials) into partial[blk]. Called by whole blocks. */
+static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *red) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    const int si = find_segment(a, blockIdx.x);
+    const int si = find_segment(a, blk);
     if (si >= 0) {
         const fhd__opt_segment &S = a.seg[si];
-        const uint64_t start = S.off + (uint64_t)(blockIdx.x - S.block0) * OPT_CHUNK;
-        const uint64_t end = start + OPT_CHUNK < S.off + S.len ? start + OPT_CHUNK : S.off + S.len;
-        if (S.sn < 0) {
-            for (uint64_t e = start + threadIdx.x; e < end; e += OPT_THREADS) {
-                const double g = a.grad[e];
-                s0 += g * g;
+        const uint64_t start = S.off + (uint64_t)(blk - S.block0) * S.chunk;
+        const uint64_t end = start + S.chunk < S.off + S.len ? start + S.chunk : S.off + S.len;
+        if (S.partial) { /* bias: lane = column, warp w sums parts w, w + 8, ... */
+            __shared__ float cs[OPT_THREADS / 32][32];
+            const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
+            const uint64_t e = start + lane;
+            float acc = 0.0f;
+            if (e < end) {
+                const float *col = S.partial + (e - S.off);
+                uint32_t p = grp;
+                for (; p + 24 < S.nparts; p += 32) {
+                    const float v0 = __ldcg(col + (size_t)p * S.len);
+                    const float v1 = __ldcg(col + (size_t)(p + 8) * S.len);
+                    const float v2 = __ldcg(col + (size_t)(p + 16) * S.len);
+                    const float v3 = __ldcg(col + (size_t)(p + 24) * S.len);
+                    acc += v0;
+                    acc += v1;
+                    acc += v2;
+                    acc += v3;
+                }
+                for (; p < S.nparts; p += 8)
+                    acc += __ldcg(col + (size_t)p * S.len);
+            }
+            cs[grp][lane] = acc;
+            __syncthreads();
+            if (grp == 0 && e < end) {
+                float g = 0.0f;
+                for (int w = 0; w < OPT_THREADS / 32; w++)
+                    g += cs[w][lane];
+                a.grad[e] = g;
+                s0 = (double)g * g;
             }
         } else {
+        /* every element's loads issued before the first is used */
+        float g[OPT_PER];
+#pragma unroll
+        for (int k = 0; k < OPT_PER; k++) {
+            const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
+            g[k] = e < end ? a.grad[e] : 0.0f;
+        }
+        if (S.sn < 0) {
+#pragma unroll
+            for (int k = 0; k < OPT_PER; k++)
+                s0 += (double)g[k] * g[k];
+        } else {
             const fhd__opt_sn &L = a.sn[S.sn];
-            for (uint64_t e = start + threadIdx.x; e < end; e += OPT_THREADS) {
-                const uint64_t loc = e - S.off;
-                const uint32_t r = (uint32_t)(loc / L.k), c = (uint32_t)(loc % L.k);
-                const double g = a.grad[e];
-                s1 += g * g;
-                s2 += g * (double)a.params[e];
-                s3 += g * (double)L.u[r] * (double)L.v[c];
+            float w[OPT_PER], ur[OPT_PER], vc[OPT_PER];
+#pragma unroll
+            for (int k = 0; k < OPT_PER; k++) {
+                const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
+                const bool in = e < end;
+                const uint32_t loc = in ? (uint32_t)(e - S.off) : 0u; /* m k < 2^32 */
+                w[k] = in ? a.params[e] : 0.0f;
+                ur[k] = in ? L.u[loc / L.k] : 0.0f;
+                vc[k] = in ? L.v[loc % L.k] : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < OPT_PER; k++) {
+                const double gd = g[k];
+                s1 += gd * gd;
+                s2 += gd * (double)w[k];
+                s3 += gd * (double)ur[k] * (double)vc[k];
             }
         }
-    }
-    s0 = fhd_block_sum_d(s0, red);
-    s1 = fhd_block_sum_d(s1, red);
-    s2 = fhd_block_sum_d(s2, red);
-    s3 = fhd_block_sum_d(s3, red);
-    if (threadIdx.x == 0) {
-        double *p = a.partial + (size_t)blockIdx.x * 4;
-        p[0] = s0;
-        p[1] = s1;
-        p[2] = s2;
-        p[3] = s3;
-    }
-    if (!fhd_last_block_done(a.done_norm, gridDim.x))
-        return;
-    /* the last block: per-segment sums (warp w: segments w, w + 8, ...), in block order */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (uint32_t s = warp; s < a.nseg; s += OPT_THREADS / 32) {
-        for (int q = 0; q < 4; q++) {
-            double acc = 0.0;
-            /* lane-strided partial sums, then a fixed butterfly: deterministic */
-            for (uint32_t b = lane; b < a.seg[s].nblocks; b += 32)
-                acc += __ldcg(a.partial + (size_t)(a.seg[s].block0 + b) * 4 + q);
-            acc = fhd_warp_sum_d(acc);
-            if (lane == 0)
-                segsum[s][q] = acc;
         }
+    }
+    double v[4] = {s0, s1, s2, s3};
+    fhd_block_sum4_d(v, red);
+    if (threadIdx.x == 0) {
+        double *p = a.partial + (size_t)blk * 4;
+        p[0] = v[0];
+        p[1] = v[1];
+        p[2] = v[2];
+        p[3] = v[3];
+    }
+}
+
+/* The per-segment sums of every norm block's partials, in block order, then the global norm,
+ * the clip coefficient, the SN gradient coefficients and Adam's bias corrections into *ci.
+ * Called by a whole block after every norm block has written its partials. */
+/* fhd__adam_step's scalars for step t, in double and rounded once. */
+static __device__ void adam_scalars(const fhd__opt_args &a, float *step, float *bc2_sqrt) {
+    const double t = (double)(a.st->updates + 1);
+    *step = (float)(a.lr / (1.0 - pow(a.beta1, t)));
+    *bc2_sqrt = (float)sqrt(1.0 - pow(a.beta2, t));
+}
+
+static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, float step,
+                                   float bc2_sqrt) {
+    __shared__ double segsum[FHD_OPT_MAX_SEGMENTS][4];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (uint32_t job = warp; job < 4 * a.nseg; job += OPT_THREADS / 32) {
+        const uint32_t sg = job >> 2, q = job & 3;
+        const double acc = fhd_warp_sum_strided(a.partial + (size_t)a.seg[sg].block0 * 4 + q,
+                                                a.seg[sg].nblocks, 4);
+        if (lane == 0)
+            segsum[sg][q] = acc;
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -85,8 +141,8 @@ __global__ void __launch_bounds__(OPT_THREADS)
             double part = (double)inv * inv * segsum[s][1] - 2.0 * (double)c * inv * segsum[s][3] +
                           (double)c * c * uu * vv;
             total += part > 0.0 ? part : 0.0;
-            a.clip->sn_c[l] = c;
-            a.clip->sn_inv[l] = inv;
+            ci->sn_c[l] = c;
+            ci->sn_inv[l] = inv;
         }
         const float norm = (float)sqrt(total);
         float coef = 1.0f;
@@ -98,35 +154,44 @@ __global__ void __launch_bounds__(OPT_THREADS)
                 clip = 1;
             }
         }
-        a.clip->norm = norm;
-        a.clip->coef = coef;
-        a.clip->clip = clip;
-        a.st->grad_norm = norm;
+        ci->step = step;
+        ci->bc2_sqrt = bc2_sqrt;
+        ci->norm = norm;
+        ci->coef = coef;
+        ci->clip = clip;
     }
+    __syncthreads();
 }
 
 __global__ void __launch_bounds__(OPT_THREADS)
-    fhd_adam_step_kernel(const __grid_constant__ fhd__opt_args a) {
-    const uint64_t t = a.st->updates + 1;
-    const bool due = (t % a.target_interval) == 0;
-    if (blockIdx.x < a.nblocks) {
-        const int si = find_segment(a, blockIdx.x);
+    fhd_clip_grad_norm_kernel(const __grid_constant__ fhd__opt_args a) {
+    __shared__ double red[4 * 32];
+    norm_block(a, blockIdx.x, red);
+    if (!fhd_last_block_done(a.done_norm, gridDim.x))
+        return;
+    __shared__ float sc[2];
+    if (threadIdx.x == 0)
+        adam_scalars(a, &sc[0], &sc[1]);
+    finish_norm(a, a.clip, sc[0], sc[1]); /* its barriers publish sc */
+    if (threadIdx.x == 0)
+        a.st->grad_norm = a.clip->norm;
+}
+
+/* Block blk of the Adam pass (blocks past the segments copy the SN vectors when due). */
+static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t t, bool due,
+                                  const fhd__clip_info &ci) {
+    if (blk < a.nblocks) {
+        const int si = find_segment(a, blk);
         if (si >= 0) {
             const fhd__opt_segment &S = a.seg[si];
-            const uint64_t start = S.off + (uint64_t)(blockIdx.x - S.block0) * OPT_CHUNK;
-            const uint64_t end =
-                start + OPT_CHUNK < S.off + S.len ? start + OPT_CHUNK : S.off + S.len;
-            const fhd__clip_info &ci = *a.clip;
+            const uint64_t start = S.off + (uint64_t)(blk - S.block0) * S.chunk;
+            const uint64_t end = start + S.chunk < S.off + S.len ? start + S.chunk : S.off + S.len;
             const bool clip = ci.clip != 0;
             const float coef = ci.coef;
-            /* fhd__adam_step's scalars, in double and rounded once */
             const double b1d = a.beta1, b2d = a.beta2;
             const float b2 = (float)b2d;
             const float omb1 = (float)(1.0 - b1d), omb2 = (float)(1.0 - b2d);
-            const double bc1 = 1.0 - pow(b1d, (double)t);
-            const double bc2 = 1.0 - pow(b2d, (double)t);
-            const float step = (float)(a.lr / bc1);
-            const float bc2_sqrt = (float)sqrt(bc2);
+            const float step = ci.step, bc2_sqrt = ci.bc2_sqrt;
             const float wd = (float)a.weight_decay;
             const float decay = (float)__dsub_rn(1.0, __dmul_rn(a.lr, a.weight_decay));
             const float *u = nullptr, *v = nullptr;
@@ -139,44 +204,108 @@ __global__ void __launch_bounds__(OPT_THREADS)
                 sc = ci.sn_c[S.sn];
                 sinv = ci.sn_inv[S.sn];
             }
-            for (uint64_t e = start + threadIdx.x; e < end; e += OPT_THREADS) {
-                float gi = a.grad[e];
+            /* loads of all OPT_PER elements first, then the arithmetic and the stores */
+            float g[OPT_PER], pv[OPT_PER], m0[OPT_PER], v0[OPT_PER], ur[OPT_PER], vc[OPT_PER];
+#pragma unroll
+            for (int j = 0; j < OPT_PER; j++) {
+                const uint64_t e = start + (uint64_t)j * OPT_THREADS + threadIdx.x;
+                const bool in = e < end;
+                g[j] = in ? a.grad[e] : 0.0f;
+                pv[j] = in ? a.params[e] : 0.0f;
+                m0[j] = in ? a.m[e] : 0.0f;
+                v0[j] = in ? a.v[e] : 0.0f;
+                if (u) { /* W is (m, k) with m k < 2^32 */
+                    const uint32_t loc = in ? (uint32_t)(e - S.off) : 0u;
+                    ur[j] = in ? u[loc / k] : 0.0f;
+                    vc[j] = in ? v[loc % k] : 0.0f;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < OPT_PER; j++) {
+                const uint64_t e = start + (uint64_t)j * OPT_THREADS + threadIdx.x;
+                if (e >= end)
+                    break;
+                float gi = g[j];
                 if (u) { /* fhd__sn_weight_backward */
-                    const uint64_t loc = e - S.off;
-                    const float cu = FHD_FMUL(sc, u[loc / k]);
-                    gi = FHD_FSUB(FHD_FMUL(gi, sinv), FHD_FMUL(cu, v[loc % k]));
+                    const float cu = FHD_FMUL(sc, ur[j]);
+                    gi = FHD_FSUB(FHD_FMUL(gi, sinv), FHD_FMUL(cu, vc[j]));
                 }
                 if (clip)
                     gi = FHD_FMUL(gi, coef);
                 if (u || clip)
                     a.grad[e] = gi; /* the gradient state holds what Adam used, as on the CPU */
-                float pi = a.params[e];
+                float pi = pv[j];
                 if (wd != 0.0f) {
                     if (a.decoupled)
                         pi = FHD_FMUL(pi, decay);
                     else
                         gi = FHD_FADD(gi, FHD_FMUL(wd, pi));
                 }
-                const float m0 = a.m[e], v0 = a.v[e];
-                const float mi = FHD_FADD(m0, FHD_FMUL(omb1, FHD_FSUB(gi, m0)));
-                const float vi = FHD_FADD(FHD_FMUL(v0, b2), FHD_FMUL(FHD_FMUL(omb2, gi), gi));
+                const float mi = FHD_FADD(m0[j], FHD_FMUL(omb1, FHD_FSUB(gi, m0[j])));
+                const float vi =
+                    FHD_FADD(FHD_FMUL(v0[j], b2), FHD_FMUL(FHD_FMUL(omb2, gi), gi));
                 a.m[e] = mi;
                 a.v[e] = vi;
                 const float denom = FHD_FADD(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), a.eps);
                 const float pn = FHD_FSUB(pi, FHD_FMUL(step, __fdiv_rn(mi, denom)));
                 a.params[e] = pn;
                 if (due) { /* fhd__polyak on the fresh online value */
-                    float *tg = a.params + a.P + e;
+                    float *tg = a.params + a.T + e;
                     *tg = a.tau >= 1.0f ? pn : FHD_FADD(*tg, FHD_FMUL(a.tau, FHD_FSUB(pn, *tg)));
                 }
             }
         }
     } else if (due) { /* the target keeps the online power-iteration state */
-        const uint64_t start = (uint64_t)(blockIdx.x - a.nblocks) * OPT_CHUNK;
-        const uint64_t end = start + OPT_CHUNK < a.sn_size ? start + OPT_CHUNK : a.sn_size;
+        const uint64_t start = (uint64_t)(blk - a.nblocks) * FHD_OPT_CHUNK;
+        const uint64_t end = start + FHD_OPT_CHUNK < a.sn_size ? start + FHD_OPT_CHUNK : a.sn_size;
         for (uint64_t e = start + threadIdx.x; e < end; e += OPT_THREADS)
             a.sn_vec[a.sn_size + e] = a.sn_vec[e];
     }
+}
+
+__global__ void __launch_bounds__(OPT_THREADS)
+    fhd_adam_step_kernel(const __grid_constant__ fhd__opt_args a) {
+    const uint64_t t = a.st->updates + 1;
+    const bool due = (t % a.target_interval) == 0;
+    adam_block(a, blockIdx.x, t, due, *a.clip);
+    if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0) {
+        a.st->updates = t; /* every block has read the counter */
+        a.st->stats_update = t;
+    }
+}
+
+/* Both passes in one cooperative launch of co-resident blocks, each taking blocks blockIdx.x,
+ * blockIdx.x + gridDim.x, ... of each pass: the norm pass, a grid barrier, the norm and clip
+ * coefficient computed by every block (the same sums in the same order: the same values), the
+ * Adam pass. One graph node instead of two on the update's critical path. */
+__global__ void __launch_bounds__(OPT_THREADS)
+    fhd_opt_fused_kernel(const __grid_constant__ fhd__opt_args a) {
+    __shared__ double red[4 * 32];
+    __shared__ fhd__clip_info ci;
+    const uint64_t t = a.st->updates + 1;
+    const bool due = (t % a.target_interval) == 0;
+    if (blockIdx.x == 0 && threadIdx.x == 0) /* the two double pow once, before the barrier */
+        adam_scalars(a, &a.clip->pre_step, &a.clip->pre_bc2_sqrt);
+    for (uint32_t blk = blockIdx.x; blk < a.nblocks; blk += gridDim.x)
+        norm_block(a, blk, red);
+    __threadfence();
+    cooperative_groups::this_grid().sync();
+    finish_norm(a, &ci, __ldcg(&a.clip->pre_step), __ldcg(&a.clip->pre_bc2_sqrt));
+    if (blockIdx.x == 0 && threadIdx.x == 0) { /* for the snapshots and the train_batch path */
+        fhd__clip_info *g = a.clip;
+        g->norm = ci.norm;
+        g->coef = ci.coef;
+        g->clip = ci.clip;
+        for (uint32_t l = 0; l < a.nsn; l++) {
+            g->sn_c[l] = ci.sn_c[l];
+            g->sn_inv[l] = ci.sn_inv[l];
+        }
+        g->step = ci.step;
+        g->bc2_sqrt = ci.bc2_sqrt;
+        a.st->grad_norm = ci.norm;
+    }
+    for (uint32_t blk = blockIdx.x; blk < a.nblocks + a.sn_blocks; blk += gridDim.x)
+        adam_block(a, blk, t, due, ci);
     if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0) {
         a.st->updates = t; /* every block has read the counter */
         a.st->stats_update = t;
@@ -187,11 +316,12 @@ void fhd__cuda_opt_plan(fhd__opt_args *a) {
     uint32_t b = 0;
     for (uint32_t s = 0; s < a->nseg; s++) {
         a->seg[s].block0 = b;
-        a->seg[s].nblocks = (uint32_t)fhd_cdiv(a->seg[s].len, OPT_CHUNK);
+        a->seg[s].chunk = a->seg[s].partial ? FHD_OPT_BIAS_COLS : FHD_OPT_CHUNK;
+        a->seg[s].nblocks = (uint32_t)fhd_cdiv(a->seg[s].len, a->seg[s].chunk);
         b += a->seg[s].nblocks;
     }
     a->nblocks = b < 2 ? 2 : b;
-    a->sn_blocks = (uint32_t)fhd_cdiv(a->sn_size, OPT_CHUNK);
+    a->sn_blocks = (uint32_t)fhd_cdiv(a->sn_size, FHD_OPT_CHUNK);
 }
 
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream) {
@@ -204,6 +334,36 @@ cudaError_t fhd__cuda_adam_step(const fhd__opt_args *a, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
+unsigned int fhd__cuda_opt_fused_grid(const fhd__opt_args *a, int device) {
+    int per_sm = 0, sms = 0, coop = 0;
+    if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device) != cudaSuccess || !coop ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fhd_opt_fused_kernel, OPT_THREADS,
+                                                      0) != cudaSuccess ||
+        per_sm < 1) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    const uint64_t want = (uint64_t)a->nblocks + a->sn_blocks;
+    const uint64_t cap = (uint64_t)per_sm * (uint64_t)sms;
+    const uint64_t g = want < cap ? want : cap;
+    return (unsigned int)(g < 2 ? 2 : g);
+}
+
+cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaStream_t stream) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(OPT_THREADS);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel, *a);
+}
+
 /* Load this file's kernels now (lazy module loading must not happen inside a graph
  * capture). */
 cudaError_t fhd__cuda_optim_preload(void) {
@@ -212,6 +372,9 @@ cudaError_t fhd__cuda_optim_preload(void) {
     if (e != cudaSuccess)
         return e;
     e = cudaFuncGetAttributes(&fa, (const void *)fhd_adam_step_kernel);
+    if (e != cudaSuccess)
+        return e;
+    e = cudaFuncGetAttributes(&fa, (const void *)fhd_opt_fused_kernel);
     if (e != cudaSuccess)
         return e;
     return cudaSuccess;

@@ -6,13 +6,15 @@
  *       W / sigma (fhd__sn_weight_backward: g' = g / sigma - c u v^T, c = sum(g W) / sigma^2) and
  *       its norm are known without a separate pass: |g'|^2 = S1/sigma^2 - 2 c S3/sigma +
  *       c^2 |u|^2 |v|^2. The last block finishes the norm and the clip coefficient
- *       (PyTorch clip_grad_norm_: max_norm / (norm + 1e-6) when below 1).
+ *       (PyTorch clip_grad_norm_: max_norm / (norm + 1e-6) when below 1), and Adam's bias
+ *       corrections of this step (two double pow, once per update rather than per thread).
  *   fhd__cuda_adam_step  reads them: g' (SN), clipping, Adam/AdamW (PyTorch semantics), the
  *       target update when the device counter says it is due (tau == 1 hard copy, else Polyak),
  *       the copy of the online spectral-norm vectors into the target's, and the counter
  *       increment by its last block.
- * Both kernels split the buffer into segments (SN weight matrices and the plain rest) and hand
- * each block a fixed chunk of one segment.
+ * Both kernels split the buffer into segments (each weight matrix, each bias vector) and hand
+ * each block a fixed chunk of one segment; the norm kernel also turns the bias segments'
+ * column partials into their gradient.
  */
 #ifndef FHD_KERNELS_OPTIM_CUH
 #define FHD_KERNELS_OPTIM_CUH
@@ -25,11 +27,20 @@
 #define FHD_OPT_MAX_SEGMENTS 24
 #define FHD_OPT_MAX_SN 8
 
+/* A range of the flat buffers. A bias segment's gradient arrives as per-block column partials
+ * (written by the loss and ReLU-backward kernels without a cross-block pass of their own): the
+ * norm kernel sums them, in part order, into the gradient before anything reads it. */
 typedef struct fhd__opt_segment {
     uint64_t off, len;     /* element range of the flat buffers */
     int32_t sn;            /* index into sn[] or -1 */
     uint32_t block0, nblocks;
+    uint32_t chunk;        /* elements per block: FHD_OPT_CHUNK, or FHD_OPT_BIAS_COLS (bias) */
+    const float *partial;  /* bias segment: (nparts, len) column partials; NULL otherwise */
+    uint32_t nparts;
 } fhd__opt_segment;
+
+#define FHD_OPT_CHUNK 2048    /* elements per block of a weight segment */
+#define FHD_OPT_BIAS_COLS 32  /* columns per block of a bias segment */
 
 typedef struct fhd__opt_sn {
     uint32_t m, k;          /* W (m, k) */
@@ -46,13 +57,16 @@ typedef struct fhd__clip_info {
     int32_t pad;
     float sn_c[FHD_OPT_MAX_SN];   /* c of each SN layer */
     float sn_inv[FHD_OPT_MAX_SN]; /* 1 / sigma of each SN layer */
+    float step;                   /* lr / (1 - beta1^t), Adam step t = updates + 1 */
+    float bc2_sqrt;               /* sqrt(1 - beta2^t) */
+    float pre_step, pre_bc2_sqrt; /* the same, from before the fused pass's grid barrier */
 } fhd__clip_info;
 
 typedef struct fhd__opt_args {
-    float *params;     /* (2P): online [0, P), target [P, 2P) */
+    float *params;     /* online [0, P), target [T, T + P) */
     float *grad, *m, *v; /* (P) */
     float *sn_vec;     /* (2 * sn_size): online u/v, then target */
-    uint64_t P, sn_size;
+    uint64_t P, T, sn_size; /* T: offset of the target network in params */
     fhd__opt_segment seg[FHD_OPT_MAX_SEGMENTS];
     uint32_t nseg;
     uint32_t nblocks;      /* norm / Adam grid (Adam adds sn_blocks) */
@@ -76,6 +90,12 @@ typedef struct fhd__opt_args {
 void fhd__cuda_opt_plan(fhd__opt_args *a);
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream);
 cudaError_t fhd__cuda_adam_step(const fhd__opt_args *a, cudaStream_t stream);
+/* Grid of the fused pass: every block co-resident (cooperative launch), at most one per
+ * block of the two passes; 0 when the device cannot launch cooperative kernels. */
+unsigned int fhd__cuda_opt_fused_grid(const fhd__opt_args *a, int device);
+/* Norm, clip and Adam in one cooperative launch (the two kernels above, with a grid barrier
+ * between them). */
+cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaStream_t stream);
 
 cudaError_t fhd__cuda_optim_preload(void);
 

@@ -1,9 +1,11 @@
 /* sample.cu - replay sampling fused with the gather (see sample.cuh).
  *
- * One warp per sample: every lane draws the same Philox number and walks the same tree path
- * (the loads are broadcasts, so this costs what one thread would), then the warp copies the
- * row's S observation floats and S next-observation floats with coalesced (16-byte when S % 4
- * == 0) loads. Block b handles samples [8b, 8b + 8).
+ * One warp per sample: every lane draws the same Philox number; the warp descends the sum tree
+ * five levels per step (the 32 descendants of a node five levels down are 32 consecutive nodes:
+ * one coalesced load, an exact integer prefix sum across the lanes, and a ballot pick the same
+ * leaf as fhd__sumtree_descend's one-level-at-a-time walk, in a quarter of the dependent loads),
+ * then copies the row's S observation floats and S next-observation floats with coalesced
+ * (16-byte when S % 4 == 0) loads. Block b handles samples [8b, 8b + 8).
  */
 #include "common.cuh"
 #include "sample.cuh"
@@ -25,6 +27,41 @@ static __device__ __forceinline__ void copy_row(float *dst, const float *src, ui
     }
 }
 
+/* fhd__sumtree_descend by a whole warp, FHD_WARP_LEVELS levels per step. Among the 2^k
+ * descendants c_0.. of node i, k levels down, the one-level walk ends at the first c_t whose
+ * inclusive prefix sum exceeds the target (the last one if none does: it compares the target
+ * with each left subtree's total, and the subtree totals are exact integer sums of the c's),
+ * with the target reduced by the exclusive prefix. Returns the slot; *leaf gets its value. */
+#define FHD_WARP_LEVELS 5
+static __device__ __forceinline__ uint32_t warp_descend(const uint64_t *nodes, uint32_t leaves,
+                                                        uint64_t target, int lane, uint64_t *leaf) {
+    uint32_t i = 1, depth = 31 - __clz(leaves); /* leaves is a power of two */
+    uint64_t value = nodes[1];
+    while (depth > 0) {
+        const uint32_t k = depth < FHD_WARP_LEVELS ? depth : FHD_WARP_LEVELS, w = 1u << k;
+        const uint32_t first = i << k;
+        const uint64_t c =
+            (uint32_t)lane < w ? __ldg(reinterpret_cast<const unsigned long long *>(nodes) + first + lane) : 0;
+        uint64_t incl = c;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const uint64_t up = __shfl_up_sync(FHD_FULL_MASK, incl, o);
+            if (lane >= o)
+                incl += up;
+        }
+        const unsigned below = __ballot_sync(FHD_FULL_MASK, (uint32_t)lane < w && incl <= target);
+        uint32_t t = (uint32_t)__popc(below);
+        t = t < w - 1 ? t : w - 1;
+        const uint64_t excl = __shfl_sync(FHD_FULL_MASK, incl - c, (int)t);
+        value = __shfl_sync(FHD_FULL_MASK, c, (int)t);
+        target -= excl;
+        i = first + t;
+        depth -= k;
+    }
+    *leaf = value;
+    return i - leaves;
+}
+
 __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const __grid_constant__ fhd__sample_args a) {
     __shared__ uint64_t wmin[SAMPLES_PER_BLOCK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -36,9 +73,13 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
         uint64_t s;
         if (a.prioritized) {
             const uint64_t total = a.nodes[1];
-            s = total ? fhd__sumtree_descend(a.nodes, a.leaves, fhd__stratum_target(total, a.B, j, r))
-                      : 0;
-            qj = a.nodes[a.leaves + s];
+            if (total) {
+                s = warp_descend(a.nodes, a.leaves, fhd__stratum_target(total, a.B, j, r), lane,
+                                 &qj);
+            } else {
+                s = 0;
+                qj = a.nodes[a.leaves];
+            }
         } else {
             s = fhd__rng_below64(r, a.st->replay_size);
         }
@@ -56,7 +97,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
     }
     if (!a.prioritized)
         return;
-    /* batch minimum of q: per block, then across blocks by the last block */
+    /* this block's minimum of q (the loss kernel reduces the blocks' minima) */
     if (lane == 0)
         wmin[warp] = qj;
     __syncthreads();
@@ -65,23 +106,6 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
         for (int w = 0; w < SAMPLES_PER_BLOCK; w++)
             m = wmin[w] < m ? wmin[w] : m;
         a.part_min[blockIdx.x] = m;
-    }
-    if (fhd_last_block_done(a.done, gridDim.x)) {
-        uint64_t m = UINT64_MAX;
-        for (uint32_t b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
-            uint64_t v = __ldcg(reinterpret_cast<const unsigned long long *>(a.part_min) + b);
-            m = v < m ? v : m;
-        }
-        m = fhd_warp_min_u64(m);
-        if (lane == 0)
-            wmin[warp] = m;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            uint64_t mm = UINT64_MAX;
-            for (int w = 0; w < SAMPLES_PER_BLOCK; w++)
-                mm = wmin[w] < mm ? wmin[w] : mm;
-            *a.qmin = mm;
-        }
     }
 }
 

@@ -4,8 +4,8 @@
  * counter, row j draws r = Philox(seed, SAMPLE, u, j); prioritized: stratified target
  * fhd__stratum_target(total, B, j, r) and the integer tree descent of sumtree.h; uniform:
  * fhd__rng_below64(r, replay_size). The sampled rows are gathered straight into the batch
- * buffers, and the leaf priority of each sample and the batch minimum (for the IS weights) are
- * kept for the loss kernel.
+ * buffers, and the leaf priority of each sample and each block's minimum of them (for the IS
+ * weights' batch minimum) are kept for the loss kernel.
  */
 #ifndef FHD_KERNELS_SAMPLE_CUH
 #define FHD_KERNELS_SAMPLE_CUH
@@ -30,9 +30,8 @@ typedef struct fhd__sample_args {
     float *g_ret, *g_disc;         /* (B) */
     uint32_t *idx;                 /* (B) sampled slots, non-decreasing when prioritized */
     uint64_t *q;                   /* (B) leaf priority of each sample (prioritized) */
-    uint64_t *part_min;            /* (grid) per-block minimum of q */
-    unsigned int *done;            /* last-block counter */
-    uint64_t *qmin;                /* (1) batch minimum of q */
+    uint64_t *part_min;            /* (grid) per-block minimum of q (the loss kernel takes the
+                                    * batch minimum from these) */
 } fhd__sample_args;
 
 /* Blocks of the launch (sizes part_min). */

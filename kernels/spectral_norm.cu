@@ -99,11 +99,9 @@ __global__ void __launch_bounds__(SN_THREADS) fhd_sn_kernel(const __grid_constan
         double d = job_rowpass(J, t, false, true);
         if (threadIdx.x == 0)
             J.partial[t] = d;
-        if (fhd_last_block_done(J.done, J.nblocks)) {
-            double s = 0.0;
+        if (fhd_last_block_done(J.done, J.nblocks) && threadIdx.x < 32) {
+            const double s = fhd_warp_sum_strided(J.partial, J.nblocks, 1);
             if (threadIdx.x == 0) {
-                for (uint32_t b = 0; b < J.nblocks; b++)
-                    s += __ldcg(J.partial + b);
                 const float sigma = (float)s;
                 *J.sigma = sigma;
                 *J.inv_sigma = 1.0f / sigma;

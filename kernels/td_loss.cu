@@ -7,7 +7,6 @@
 #include "priority.h"
 #include "td_loss.cuh"
 
-#define LOSS_THREADS 128
 
 /* Mean advantage of branch d of one head row (dueling), summed in action order as the CPU. */
 static __device__ __forceinline__ float branch_mean(const float *o, const fhd__loss_args &a,
@@ -29,20 +28,191 @@ static __device__ __forceinline__ float q_of(const float *o, const fhd__loss_arg
     return o[0] + (o[1 + a.k_off[d] + k] - mean);
 }
 
-__global__ void __launch_bounds__(LOSS_THREADS)
+#define PRIO_THREADS 128
+
+/* New priorities of the batch (prioritized replay), by every thread of the block: the running
+ * maximum, and for the last occurrence of each slot in the (sorted) batch its leaf and the
+ * integer delta up the tree. A slot's ancestors near the root are shared by many rows, and
+ * atomics on one address serialise: the lanes that share a node are neighbours (the indices
+ * are sorted), so one prefix sum over the warp gives each run's total, and one lane per node
+ * adds it. Integer
+ * adds commute (modulo 2^64), so the tree equals the CPU's sequential fhd__sumtree_set_batch. */
+static __device__ __forceinline__ void update_priorities(const fhd__loss_args &a, uint32_t i,
+                                                         bool valid, uint64_t p) {
+    const uint32_t lane = threadIdx.x & 31;
+    /* lanes past the batch take the last row's slot with nothing to add: order is kept */
+    const uint32_t s = a.idx[valid ? i : a.B - 1];
+    uint64_t delta = 0;
+    if (valid && (i == a.B - 1 || a.idx[i + 1] != s)) {
+        uint64_t *leaf = a.nodes + a.leaves + s;
+        delta = p - *leaf; /* modulo 2^64: adds up exactly */
+        *leaf = p;
+    }
+    unsigned long long mx = valid ? p : 0;
+    for (int o = 16; o > 0; o >>= 1) {
+        const unsigned long long v = __shfl_xor_sync(FHD_FULL_MASK, mx, o);
+        mx = v > mx ? v : mx;
+    }
+    if (lane == 0 && mx)
+        atomicMax(reinterpret_cast<unsigned long long *>(&a.st->max_q), mx);
+    if (!__any_sync(FHD_FULL_MASK, delta != 0))
+        return;
+    /* Lanes i and i + 1 share their ancestors from level m_i = bit length of (x_i ^ x_{i+1})
+     * up (x = leaf node, non-decreasing over the lanes). At level h, lane i heads a run of
+     * lanes sharing a node iff i == 0 or m_{i-1} > h, and the run ends at the first lane e >= i
+     * with m_e > h. One prefix sum of the deltas gives the run's total; the head adds it. Each
+     * lane walks up only while it heads a run: no warp-wide step per level. */
+    __shared__ uint64_t pre_s[PRIO_THREADS / 32][32];
+    __shared__ uint32_t m_s[PRIO_THREADS / 32][32];
+    const uint32_t warp = threadIdx.x >> 5;
+    const uint32_t x = a.leaves + s;
+    uint64_t pre = delta;
+    for (uint32_t o = 1; o < 32; o <<= 1) {
+        const uint64_t v = __shfl_up_sync(FHD_FULL_MASK, pre, o);
+        if (lane >= o)
+            pre += v;
+    }
+    const uint32_t xn = __shfl_down_sync(FHD_FULL_MASK, x, 1);
+    pre_s[warp][lane] = pre;
+    m_s[warp][lane] = lane < 31 ? 32 - __clz(x ^ xn) : 64; /* lane 31: no right neighbour */
+    __syncwarp();
+    const uint32_t depth = 31 - __clz(a.leaves);
+    const uint32_t head_until = lane == 0 ? depth + 1 : m_s[warp][lane - 1]; /* heads for h < it */
+    const uint64_t before = lane == 0 ? 0 : pre_s[warp][lane - 1];
+    uint32_t e = lane;
+    for (uint32_t h = 1; h <= depth && h < head_until; h++) {
+        while (m_s[warp][e] <= h)
+            e++;
+        const uint64_t sum = pre_s[warp][e] - before;
+        if (sum)
+            atomicAdd(reinterpret_cast<unsigned long long *>(a.nodes + (x >> h)),
+                      (unsigned long long)sum);
+    }
+    __syncwarp(); /* pre_s / m_s are reused by the next call only after every lane is done */
+}
+
+/* Copy rows [r0, r0 + n) of a (rows, HOs) head tile into shared memory rows of stride HOp,
+ * four loads in flight per thread. */
+static __device__ __forceinline__ void stage_rows(float *dst, const float *src, uint32_t r0,
+                                                  uint32_t n, uint32_t HO, uint32_t HOs,
+                                                  uint32_t HOp) {
+    const float *base = src + (size_t)r0 * HOs;
+    const uint32_t total = n * HO, step = blockDim.x;
+    for (uint32_t e0 = threadIdx.x; e0 < total; e0 += 4 * step) {
+        float v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t e = e0 + k * step, r = e / HO, c = e - r * HO;
+            v[k] = e < total ? __ldg(base + (size_t)r * HOs + c) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const uint32_t e = e0 + k * step, r = e / HO, c = e - r * HO;
+            if (e < total)
+                dst[r * HOp + c] = v[k];
+        }
+    }
+}
+
+/* dz_below rows [r0, r0 + nrows) = alpha (dout W_head) * (h_below > 0), from the block's dout
+ * rows in shared memory; thread j takes columns j, j + blockDim.x, ..., reads its column of
+ * W_head straight from global memory (each element is used by one thread of the block: nothing
+ * to share), eight loads in flight, keeps the 32 rows' accumulators in registers (k in order,
+ * as a GEMM's inner product), and writes the column sums of its dz values, in row order, as
+ * this block's bias-gradient partials. */
+static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, const float *s_out,
+                                                     uint32_t r0, uint32_t nrows) {
+    const uint32_t H = a.H, HO = a.HO, HOp = a.HOp;
+    const float alpha = *a.alpha;
+    for (uint32_t j = threadIdx.x; j < H; j += blockDim.x) {
+        float acc[FHD_LOSS_ROWS], hb[FHD_LOSS_ROWS];
+#pragma unroll
+        for (int r = 0; r < FHD_LOSS_ROWS; r++) { /* the mask's loads go out first */
+            acc[r] = 0.0f;
+            hb[r] = (uint32_t)r < nrows ? __ldg(a.h_below + (size_t)(r0 + r) * H + j) : 0.0f;
+        }
+        for (uint32_t k0 = 0; k0 < HO; k0 += 8) {
+            float w[8];
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                w[k] = k0 + k < HO ? __ldg(a.w_head + (size_t)(k0 + k) * H + j) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                if (k0 + k >= HO)
+                    break;
+#pragma unroll
+                for (int r = 0; r < FHD_LOSS_ROWS; r++)
+                    acc[r] = fmaf(s_out[r * HOp + k0 + k], w[k], acc[r]);
+            }
+        }
+        float colsum = 0.0f;
+#pragma unroll
+        for (int r = 0; r < FHD_LOSS_ROWS; r++) {
+            if ((uint32_t)r < nrows) {
+                const float v = hb[r] > 0.0f ? alpha * acc[r] : 0.0f;
+                a.dz_below[(size_t)(r0 + r) * H + j] = v;
+                colsum += v;
+            }
+        }
+        a.bpart[(size_t)blockIdx.x * H + j] = colsum;
+    }
+}
+
+__global__ void __launch_bounds__(FHD_LOSS_THREADS)
     fhd_td_loss_kernel(const __grid_constant__ fhd__loss_args a) {
-    __shared__ double red[32];
-    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-    const uint32_t D = a.D, HO = a.HO, HOs = a.HOs, base = a.dueling ? 1u : 0u;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* staged: on | sel | tgt | dout, FHD_LOSS_ROWS x HOp each */
+    extern __shared__ float tile[];
+    __shared__ double red[4 * 32];
+    const uint32_t r0 = blockIdx.x * FHD_LOSS_ROWS;
+    const uint32_t nrows = r0 < a.B ? (a.B - r0 < FHD_LOSS_ROWS ? a.B - r0 : FHD_LOSS_ROWS) : 0;
+    const uint32_t t = threadIdx.x, i = r0 + t;
+    const uint32_t D = a.D, HO = a.HO, HOs = a.HOs, HOp = a.HOp, base = a.dueling ? 1u : 0u;
+    const bool staged = HOp != 0;
+    const bool sel_is_tgt = a.head_sel == a.head_tgt;
+    float *s_on = tile, *s_sel = tile + FHD_LOSS_ROWS * HOp, *s_tgt = s_sel + FHD_LOSS_ROWS * HOp;
+    float *s_out = s_tgt + FHD_LOSS_ROWS * HOp;
+    if (sel_is_tgt)
+        s_sel = s_tgt;
+    /* this row's batch entries, loaded now so that they arrive while the tiles are staged */
+    const bool row = t < nrows;
+    const float r_ret = row ? a.ret[i] : 0.0f, r_disc = row ? a.disc[i] : 0.0f;
+    const float r_w = row && a.w_in ? a.w_in[i] : 1.0f;
+    const uint64_t r_q = row && a.prioritized ? a.q_samp[i] : 1;
+    const uint64_t upd = a.st->updates;
+    /* the batch minimum of the sampled priorities, from the sampling blocks' minima */
+    __shared__ unsigned long long s_qmin;
+    if (a.prioritized) {
+        unsigned long long m = ~0ull;
+        for (uint32_t k = threadIdx.x; k < a.nqparts; k += blockDim.x) {
+            const unsigned long long v = __ldcg(reinterpret_cast<const unsigned long long *>(a.qparts) + k);
+            m = v < m ? v : m;
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const unsigned long long v = __shfl_xor_sync(FHD_FULL_MASK, m, o);
+            m = v < m ? v : m;
+        }
+        if (threadIdx.x == 0)
+            s_qmin = ~0ull;
+        __syncthreads();
+        if ((threadIdx.x & 31) == 0)
+            atomicMin(&s_qmin, m);
+    }
+    if (staged) {
+        stage_rows(s_on, a.head_on, r0, nrows, HO, HOs, HOp);
+        stage_rows(s_tgt, a.head_tgt, r0, nrows, HO, HOs, HOp);
+        if (!sel_is_tgt)
+            stage_rows(s_sel, a.head_sel, r0, nrows, HO, HOs, HOp);
+    }
+    __syncthreads(); /* the tiles and s_qmin */
     double s_loss = 0.0, s_abs = 0.0, s_q = 0.0, s_cql = 0.0;
     float beta = 0.0f;
     if (a.prioritized)
-        beta = fhd__beta_at(a.beta0, a.beta_steps, a.st->updates);
-    if (i < a.B) {
-        const float *on = a.head_on + (size_t)i * HOs;
-        const float *sel = a.head_sel + (size_t)i * HOs;
-        const float *tg = a.head_tgt + (size_t)i * HOs;
+        beta = fhd__beta_at(a.beta0, a.beta_steps, upd);
+    if (t < nrows) {
+        const float *on = staged ? s_on + t * HOp : a.head_on + (size_t)i * HOs;
+        const float *sel = staged ? s_sel + t * HOp : a.head_sel + (size_t)i * HOs;
+        const float *tg = staged ? s_tgt + t * HOp : a.head_tgt + (size_t)i * HOs;
+        float *go = staged ? s_out + t * HOp : a.dout + (size_t)i * HOs;
         /* fhd__td_target */
         float acc = 0.0f;
         for (uint32_t d = 0; d < D; d++) {
@@ -58,20 +228,20 @@ __global__ void __launch_bounds__(LOSS_THREADS)
             }
             acc += q_of(tg, a, d, best, branch_mean(tg, a, d));
         }
-        const float yi = FHD_FADD(a.ret[i], FHD_FMUL(a.disc[i], acc / (float)D));
+        const float yi = FHD_FADD(r_ret, FHD_FMUL(r_disc, acc / (float)D));
         a.y[i] = yi;
         /* importance weight */
         float w = 1.0f;
         if (a.w_in) {
-            w = a.w_in[i];
+            w = r_w;
         } else if (a.prioritized) {
-            const double ratio = (double)*a.qmin / (double)a.q_samp[i];
+            const double ratio = (double)s_qmin / (double)r_q;
             w = (float)fhd__det_pow(ratio, (double)beta);
         }
         a.w_out[i] = w;
         /* fhd__td_loss */
         const float scale = 1.0f / ((float)a.B * (float)D);
-        float *go = a.dout + (size_t)i * HOs;
+        float tabs = 0.0f;
         for (uint32_t d = 0; d < D; d++) {
             const uint32_t o = a.k_off[d], K = a.K[d];
             const float mon = branch_mean(on, a, d);
@@ -79,6 +249,7 @@ __global__ void __launch_bounds__(LOSS_THREADS)
             const float qa = q_of(on, a, d, at, mon);
             const float delta = qa - yi;
             a.td[(size_t)i * D + d] = delta;
+            tabs += delta < 0 ? -delta : delta;
             s_abs += fabsf(delta);
             s_q += qa;
             float l, dl;
@@ -136,77 +307,50 @@ __global__ void __launch_bounds__(LOSS_THREADS)
             }
             go[0] = dv;
         }
-        /* priority of this sample; the last occurrence of a slot sets its leaf */
-        if (a.prioritized) {
-            float tabs = 0.0f;
-            for (uint32_t d = 0; d < D; d++) {
-                const float t = a.td[(size_t)i * D + d];
-                tabs += t < 0 ? -t : t;
-            }
-            const uint64_t p = fhd__prio_from_td(tabs / (float)D, a.per_alpha, a.per_eps);
-            atomicMax(reinterpret_cast<unsigned long long *>(&a.st->max_q),
-                      (unsigned long long)p);
-            const uint32_t s = a.idx[i];
-            if (i == a.B - 1 || a.idx[i + 1] != s) {
-                uint32_t n = a.leaves + s;
-                const uint64_t delta = p - a.nodes[n]; /* modulo 2^64: adds up exactly */
-                a.nodes[n] = p;
-                if (delta)
-                    for (n >>= 1; n >= 1; n >>= 1)
-                        atomicAdd(reinterpret_cast<unsigned long long *>(a.nodes + n),
-                                  (unsigned long long)delta);
-            }
-        }
+        if (a.prioritized) /* fhd__cuda_priority_update puts it in the tree */
+            a.prio_out[i] = fhd__prio_from_td(tabs / (float)D, a.per_alpha, a.per_eps);
     }
-    /* per-block statistics and head-bias column sums */
-    s_loss = fhd_block_sum_d(s_loss, red);
-    s_abs = fhd_block_sum_d(s_abs, red);
-    s_q = fhd_block_sum_d(s_q, red);
-    s_cql = fhd_block_sum_d(s_cql, red);
+    /* per-block statistics */
+    double sums[4] = {s_loss, s_abs, s_q, s_cql};
+    fhd_block_sum4_d(sums, red);
     if (threadIdx.x == 0) {
         double *sp = a.statpart + (size_t)blockIdx.x * 4;
-        sp[0] = s_loss;
-        sp[1] = s_abs;
-        sp[2] = s_q;
-        sp[3] = s_cql;
+        sp[0] = sums[0];
+        sp[1] = sums[1];
+        sp[2] = sums[2];
+        sp[3] = sums[3];
     }
-    /* per-warp column sums of d(head outputs): each thread reads back its own row */
-    {
-        const float *go = a.dout + (size_t)i * HOs;
-        float *cp = a.colpart + ((size_t)blockIdx.x * (LOSS_THREADS / 32) + warp) * HO;
-#pragma unroll 4
-        for (uint32_t c = 0; c < HO; c++) {
-            float v = i < a.B ? go[c] : 0.0f;
-            v = fhd_warp_sum(v);
+    /* d(head outputs): out to global (staged), and the block's column sums in row order */
+    if (staged) { /* the fhd_block_sum4_d barriers above ordered the row writes */
+        float *dst = a.dout + (size_t)r0 * HOs;
+        for (uint32_t e = threadIdx.x; e < nrows * HO; e += blockDim.x) {
+            const uint32_t r = e / HO, c = e - r * HO;
+            dst[(size_t)r * HOs + c] = s_out[r * HOp + c];
+        }
+    } /* direct mode: the barriers in fhd_block_sum4_d made the other rows' writes visible */
+    { /* warp w: columns w, w + 4, ...; lane l: row l, then the butterfly */
+        const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+        for (uint32_t c = warp; c < HO; c += nw) {
+            float sum = 0.0f;
+#pragma unroll
+            for (uint32_t r = lane; r < FHD_LOSS_ROWS; r += 32)
+                if (r < nrows)
+                    sum += staged ? s_out[r * HOp + c] : a.dout[(size_t)(r0 + r) * HOs + c];
+            sum = fhd_warp_sum(sum);
             if (lane == 0)
-                cp[c] = v;
+                a.colpart[(size_t)blockIdx.x * HO + c] = sum;
         }
     }
+    if (a.fuse_dx) /* dz_below = alpha dout W_head * (h > 0), and its column sums */
+        fused_head_dx(a, s_out, r0, nrows);
     if (fhd_last_block_done(a.done, gridDim.x)) {
-        /* head bias gradient: 32 columns at a time, warp w sums the partials w, w + 4, ... */
-        __shared__ float csum[LOSS_THREADS / 32][32];
-        const uint32_t nparts = gridDim.x * (LOSS_THREADS / 32);
-        for (uint32_t c0 = 0; c0 < HO; c0 += 32) {
-            const uint32_t c = c0 + lane;
-            float s = 0.0f;
-            if (c < HO)
-                for (uint32_t p = warp; p < nparts; p += LOSS_THREADS / 32)
-                    s += __ldcg(a.colpart + (size_t)p * HO + c);
-            csum[warp][lane] = s;
-            __syncthreads();
-            if (warp == 0 && c < HO) {
-                float t = 0.0f;
-                for (int w = 0; w < LOSS_THREADS / 32; w++)
-                    t += csum[w][lane];
-                a.db_head[c] = t;
-            }
-            __syncthreads();
-        }
-        if (threadIdx.x < 4) {
-            double s = 0.0;
-            for (uint32_t b = 0; b < gridDim.x; b++)
-                s += __ldcg(a.statpart + (size_t)b * 4 + threadIdx.x);
-            red[threadIdx.x] = s; /* red is free: the block sums above are complete */
+        /* the 4 statistics, one warp each, over the blocks' partials in block order */
+        const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        __syncthreads(); /* red is free: every thread is past the block sums above */
+        if (warp < 4) {
+            const double sum = fhd_warp_sum_strided(a.statpart + warp, gridDim.x, 4);
+            if (lane == 0)
+                red[warp] = sum;
         }
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -219,13 +363,57 @@ __global__ void __launch_bounds__(LOSS_THREADS)
     }
 }
 
+/* The new priorities into the tree, one thread per batch row; on a branch of its own beside
+ * the backward pass (the next update's sampling is the first reader of the tree). */
+__global__ void __launch_bounds__(PRIO_THREADS)
+    fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
+    const uint32_t i = blockIdx.x * PRIO_THREADS + threadIdx.x;
+    const bool valid = i < a.B;
+    update_priorities(a, i, valid, valid ? a.prio_out[i] : 0);
+}
+
+cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {
+    uint64_t g = fhd_cdiv(a->B, PRIO_THREADS);
+    fhd_priority_update_kernel<<<(unsigned)(g < 2 ? 2 : g), PRIO_THREADS, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
 unsigned int fhd__cuda_td_loss_grid(uint32_t B) {
-    uint64_t g = fhd_cdiv(B, LOSS_THREADS);
+    uint64_t g = fhd_cdiv(B, FHD_LOSS_ROWS);
     return (unsigned int)(g < 2 ? 2 : g);
 }
 
+cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
+    int optin = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (e != cudaSuccess)
+        return e;
+    const uint64_t static_bytes = 4 * 32 * sizeof(double) + 64; /* red[], last-block flag */
+    const uint32_t HOp = a->HO | 1u;
+    const uint64_t tiles = (uint64_t)4 * FHD_LOSS_ROWS * HOp * sizeof(float);
+    a->HOp = 0;
+    a->fuse_dx = 0;
+    a->smem_bytes = 0;
+    uint64_t bytes = 0;
+    if (tiles + static_bytes <= (uint64_t)optin) {
+        a->HOp = HOp;
+        bytes = tiles;
+        if (a->H > 0 && (uint64_t)a->HO * a->H <= FHD_LOSS_FUSE_MAX)
+            a->fuse_dx = 1;
+    }
+    if (bytes > 48u * 1024u) {
+        e = cudaFuncSetAttribute((const void *)fhd_td_loss_kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+        if (e != cudaSuccess)
+            return e;
+    }
+    a->smem_bytes = (uint32_t)bytes;
+    return cudaSuccess;
+}
+
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
-    fhd_td_loss_kernel<<<fhd__cuda_td_loss_grid(a->B), LOSS_THREADS, 0, stream>>>(*a);
+    fhd_td_loss_kernel<<<fhd__cuda_td_loss_grid(a->B), FHD_LOSS_THREADS, a->smem_bytes, stream>>>(
+        *a);
     return cudaGetLastError();
 }
 
@@ -236,5 +424,5 @@ cudaError_t fhd__cuda_td_loss_preload(void) {
     cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)fhd_td_loss_kernel);
     if (e != cudaSuccess)
         return e;
-    return cudaSuccess;
+    return cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel);
 }

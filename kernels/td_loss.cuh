@@ -1,17 +1,26 @@
-/* td_loss.cuh - the fused loss kernel (host-includable declarations).
+/* td_loss.cuh - the fused loss kernel and the priority update (host-includable declarations).
  *
- * One thread per batch row does, in the order of the CPU reference:
+ * Loss kernel: each block takes FHD_LOSS_ROWS consecutive batch rows. When the three
+ * head-output tiles fit in shared memory (staged mode, heads up to ~200 outputs), the block
+ * first copies them in with coalesced loads, so that the per-row work reads shared memory; larger
+ * heads are read from global memory directly. The batch minimum of the sampled priorities comes
+ * from the sampling blocks' minima. Then one thread per row does, in the order of the CPU
+ * reference:
  *   fhd__head_combine (dueling) of online(s), of the argmax source at s' and of target(s'),
  *   fhd__td_target (y), the importance weight w (PER: (q_min / q_i)^beta with fhd__det_pow,
  *   bit-identical to the CPU), fhd__td_loss (Huber/MSE + CQL, dL/dQ) and
- *   fhd__head_combine_backward, writing d(head outputs) (B, HO) for the head GEMMs;
- *   then, for prioritized replay, the new priority of its sample: atomicMax into the running
- *   max, and, if the row is the last occurrence of its slot in the (sorted) batch, the leaf is
- *   set and the integer delta added up the tree with atomicAdd (integer adds commute: the tree
- *   equals the CPU's sequential fhd__sumtree_set_batch).
- * Each warp also sums its rows' d(head outputs) per column (shuffles) and each block its loss
- * statistics; the last block adds the partials in a fixed order into the head bias gradient
- * and the statistics (deterministic).
+ *   fhd__head_combine_backward, producing d(head outputs) (B, HO) for the head GEMMs, and the
+ *   new quantised priority of its sample (prioritized replay).
+ * The block writes its column sums of d(head outputs) (row order: the head bias gradient's
+ * partials, summed by the optimiser's norm kernel) and its loss statistics; the last block sums
+ * the statistics in block order (deterministic). For a small head (HO x H <= FHD_LOSS_FUSE_MAX)
+ * the block also does the head's dx and the ReLU backward of the layer below (dz_below and its
+ * bias-gradient partials), so the dx GEMM and the ReLU-backward kernel of that layer are not run.
+ *
+ * Priority update (its own kernel, on a branch beside the backward pass): the running maximum,
+ * and for the last occurrence of each slot in the (sorted) batch its leaf, and the integer delta
+ * up the tree with atomicAdd, one atomic per node per warp (integer adds commute: the tree equals
+ * the CPU's sequential fhd__sumtree_set_batch).
  */
 #ifndef FHD_KERNELS_TD_LOSS_CUH
 #define FHD_KERNELS_TD_LOSS_CUH
@@ -36,8 +45,10 @@ typedef struct fhd__loss_args {
     /* prioritized replay (train with PER) */
     int prioritized;
     const uint64_t *q_samp; /* (B) leaf priority at sampling */
-    const uint64_t *qmin;   /* (1) */
+    const uint64_t *qparts; /* (nqparts) per-block minima of q_samp (the sampling kernel's) */
+    uint32_t nqparts;
     const uint32_t *idx;    /* (B) sampled slots, non-decreasing */
+    uint64_t *prio_out;     /* (B) new quantised priority of each row */
     uint64_t *nodes;        /* sum tree */
     uint32_t leaves;
     float per_alpha, per_eps;
@@ -48,8 +59,8 @@ typedef struct fhd__loss_args {
     float *dout;   /* (B, HO), row stride HOs: d loss / d head outputs */
     float *td;     /* (B, D) Q_d(s, a_d) - y */
     float *y;      /* (B) */
-    float *db_head;   /* (HO) head bias gradient (inside the flat gradient) */
-    float *colpart;   /* (4 grid, HO) per-warp column sums */
+    float *colpart;   /* (grid, HO) per-block column sums of dout: the head bias gradient's
+                       * partials, summed by the optimiser's norm kernel */
     double *statpart; /* (grid, 4) per-block loss, |td|, Q, CQL sums */
     unsigned int *done;
     fhd__dev_scalars *st; /* reads updates (beta), max_q; writes the loss statistics */
@@ -59,10 +70,34 @@ typedef struct fhd__loss_args {
     int huber;
     float huber_delta, cql_alpha;
     uint32_t K[FHD_LOSS_MAX_BRANCHES], k_off[FHD_LOSS_MAX_BRANCHES];
+    /* backward through the head and the ReLU below it, fused (when fhd__cuda_td_loss_setup
+     * finds the head small enough; the dx GEMM and ReLU-backward kernel are skipped then):
+     *   dz (B, H) = alpha dout W_head * (h > 0), bpart (grid, H) its per-block column sums */
+    const float *w_head;  /* (HO, H) online head weight */
+    const float *alpha;   /* (1) 1, or 1/sigma of a normalised head */
+    const float *h_below; /* (>= B, H) online activation of the last torso layer */
+    float *dz_below;      /* (B, H) */
+    float *bpart;         /* (grid, H) */
+    uint32_t H;           /* width of the last torso layer (0: no torso) */
+    /* set by fhd__cuda_td_loss_setup */
+    uint32_t HOp;         /* shared-memory row stride (odd: no bank conflicts), 0: not staged */
+    int fuse_dx;
+    uint32_t smem_bytes;
 } fhd__loss_args;
 
+#define FHD_LOSS_ROWS 32     /* batch rows per block: one thread each */
+#define FHD_LOSS_THREADS 256 /* the other threads help with the tiles, column sums and dz */
+#define FHD_LOSS_FUSE_MAX 16384 /* largest HO x H whose dx is done inside the loss kernel */
+
 unsigned int fhd__cuda_td_loss_grid(uint32_t B);
+/* Choose staged or direct mode for a's head size given the device's opt-in shared-memory limit
+ * per block, and raise the kernel's limit when staging needs more than 48 KiB. Before any
+ * capture. */
+cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device);
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream);
+/* Prioritized replay: prio_out into the tree (the last occurrence of a slot sets its leaf, the
+ * integer deltas go up the tree) and the running maximum. After the loss kernel. */
+cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream);
 
 cudaError_t fhd__cuda_td_loss_preload(void);
 

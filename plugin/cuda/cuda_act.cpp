@@ -3,7 +3,8 @@
  * q_values: observations go up through a pinned buffer; spectral norm uses the stored u, v
  * (sigma only, one launch); the forward GEMMs run on the main stream (so they see every
  * update queued before); greedy actions (and Q values when asked) come back, and the call waits
- * for them: the caller needs the actions.
+ * for them: the caller needs the actions. All of it is one graph launch per chunk, the graphs
+ * cached with the GEMM plans by row count.
  * replay_add: rows are packed into one of two pinned staging buffers, copied asynchronously and
  * scattered into the ring by one kernel that also sets the new leaves' priorities. A staging
  * buffer is reused only once its previous copy has completed.
@@ -22,8 +23,13 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
     fhd__act_plans *p = &b->act_cache[b->act_cache_next];
     b->act_cache_next = (b->act_cache_next + 1) % FHD_CUDA_ACT_CACHE;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
-        if (p->fwd[l].ready)
+        if (p->fwd[l].ready || p->fwd[l].desc)
             fhd__gemm_destroy(&p->fwd[l]);
+    for (int k = 0; k < 2; k++)
+        if (p->exec[k]) {
+            cudaGraphExecDestroy(p->exec[k]);
+            p->exec[k] = NULL;
+        }
     p->rows = 0;
     const uint32_t L = b->lo.L;
     for (uint32_t l = 0; l <= L; l++) {
@@ -38,43 +44,87 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
     return FHD_OK;
 }
 
+/* Everything one act chunk of p->rows rows does on the device, in stream order: sigma of the
+ * normalised layers with the stored vectors, observations up from the pinned buffer, forward,
+ * greedy actions (and Q values), results down into the pinned buffers. */
+static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, cudaStream_t s) {
+    const fhd__layout *lo = &b->lo;
+    const uint32_t m = p->rows;
+    if (b->has_sn)
+        FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn_eval, s));
+    FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * lo->S,
+                              cudaMemcpyHostToDevice, s));
+    for (uint32_t l = 0; l <= lo->L; l++)
+        FHD_TRY(fhd__gemm_run(b, &p->fwd[l], s, b->ws_main));
+    fhd__act_args a;
+    memset(&a, 0, sizeof a);
+    a.head = b->act_head;
+    a.q = want_q ? b->act_q : NULL;
+    a.greedy = b->act_greedy;
+    a.n = m;
+    a.D = lo->D;
+    a.KT = lo->KT;
+    a.HO = lo->head_out;
+    a.HOs = b->HOs;
+    a.dueling = lo->dueling;
+    for (uint32_t d = 0; d < lo->D; d++) {
+        a.K[d] = lo->K[d];
+        a.k_off[d] = lo->k_off[d];
+    }
+    FHD_CK(b, fhd__cuda_act_head(&a, s));
+    FHD_CK(b, cudaMemcpyAsync(b->h_act_greedy, b->act_greedy, sizeof(int32_t) * m * lo->D,
+                              cudaMemcpyDeviceToHost, s));
+    if (want_q)
+        FHD_CK(b, cudaMemcpyAsync(b->h_act_q, b->act_q, sizeof(float) * m * lo->KT,
+                                  cudaMemcpyDeviceToHost, s));
+    return FHD_OK;
+}
+
+/* The act graph of p for want_q, captured on first use (one launch instead of seven or more:
+ * the host-to-host latency of a small act is mostly launch overhead). */
+static int32_t act_graph(fhd__backend *b, fhd__act_plans *p, int want_q, cudaGraphExec_t *out) {
+    if (p->exec[want_q]) {
+        *out = p->exec[want_q];
+        return FHD_OK;
+    }
+    cudaStream_t s = b->s_main;
+    FHD_CK(b, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    int32_t rc = record_act(b, p, want_q, s);
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(s, &g);
+    if (rc == FHD_OK && e != cudaSuccess)
+        rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaStreamEndCapture (act graph)");
+    if (rc == FHD_OK) {
+        e = cudaGraphInstantiate(&p->exec[want_q], g, 0);
+        if (e != cudaSuccess) {
+            p->exec[want_q] = NULL;
+            rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaGraphInstantiate (act graph)");
+        }
+    }
+    if (g)
+        cudaGraphDestroy(g);
+    if (rc != FHD_OK) {
+        (void)cudaGetLastError();
+        return rc;
+    }
+    *out = p->exec[want_q];
+    return FHD_OK;
+}
+
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
-    const uint32_t S = lo->S, D = lo->D, KT = lo->KT, L = lo->L;
+    const uint32_t S = lo->S, D = lo->D, KT = lo->KT;
+    const int want_q = q != NULL;
     FHD_CK(b, cudaSetDevice(b->device));
-    if (b->has_sn)
-        FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn_eval, b->s_main));
     for (uint32_t r0 = 0; r0 < n; r0 += b->act_rows) {
         const uint32_t m = n - r0 < b->act_rows ? n - r0 : b->act_rows;
         fhd__act_plans *p = NULL;
         FHD_TRY(act_plans(b, m, &p));
+        cudaGraphExec_t exec = NULL;
+        FHD_TRY(act_graph(b, p, want_q, &exec));
         memcpy(b->h_act_obs, obs + (size_t)r0 * S, sizeof(float) * m * S);
-        FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * S,
-                                  cudaMemcpyHostToDevice, b->s_main));
-        for (uint32_t l = 0; l <= L; l++)
-            FHD_TRY(fhd__gemm_run(b, &p->fwd[l], b->s_main, b->ws_main));
-        fhd__act_args a;
-        memset(&a, 0, sizeof a);
-        a.head = b->act_head;
-        a.q = q ? b->act_q : NULL;
-        a.greedy = b->act_greedy;
-        a.n = m;
-        a.D = D;
-        a.KT = KT;
-        a.HO = lo->head_out;
-        a.HOs = b->HOs;
-        a.dueling = lo->dueling;
-        for (uint32_t d = 0; d < D; d++) {
-            a.K[d] = lo->K[d];
-            a.k_off[d] = lo->k_off[d];
-        }
-        FHD_CK(b, fhd__cuda_act_head(&a, b->s_main));
-        FHD_CK(b, cudaMemcpyAsync(b->h_act_greedy, b->act_greedy, sizeof(int32_t) * m * D,
-                                  cudaMemcpyDeviceToHost, b->s_main));
-        if (q)
-            FHD_CK(b, cudaMemcpyAsync(b->h_act_q, b->act_q, sizeof(float) * m * KT,
-                                      cudaMemcpyDeviceToHost, b->s_main));
+        FHD_CK(b, cudaGraphLaunch(exec, b->s_main));
         FHD_TRY(fhd__cuda_sync(b, b->s_main));
         if (greedy)
             memcpy(greedy + (size_t)r0 * D, b->h_act_greedy, sizeof(int32_t) * m * D);

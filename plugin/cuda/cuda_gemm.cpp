@@ -162,7 +162,7 @@ int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, 
 int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
                                const float *x, float *y, const float *alpha) {
     const fhd__layer *ly = &b->lo.layers[l];
-    const float *base = b->params + (net ? b->P : 0);
+    const float *base = b->params + (net ? b->T : 0);
     fhd__gemm_spec s;
     memset(&s, 0, sizeof s);
     s.tf32 = b->tf32_fwd;

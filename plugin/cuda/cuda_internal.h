@@ -110,9 +110,13 @@ int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t 
 
 /* ---- the backend ------------------------------------------------------------------------- */
 
+/* The act path for one row count: its GEMM plans and, captured on first use, one graph per
+ * output set (greedy actions only, or Q values too) holding the whole call: spectral-norm
+ * sigmas, upload, forward, head, download. */
 typedef struct fhd__act_plans {
     uint32_t rows; /* 0: empty */
     fhd__gemm fwd[FHD_MAXL];
+    cudaGraphExec_t exec[2]; /* [want_q] */
 } fhd__act_plans;
 
 struct fhd__backend {
@@ -122,18 +126,21 @@ struct fhd__backend {
     char device_name[256];
     char err[1024];
     uint64_t P;
+    uint64_t T;               /* offset of the target network in params: P rounded up to 64 floats,
+                               * so that its weights are as aligned as the online ones (cuBLASLt
+                               * picks its vectorised kernels and fused epilogues only then) */
     uint32_t B, N, leaves, rows_on; /* rows_on: 2B with double DQN (online(s) and online(s')) */
     uint32_t HOs;             /* row stride of head outputs / their gradient: HO rounded up to 4 */
     int prioritized, has_sn, tf32_fwd, tf32_bwd;
 
-    cudaStream_t s_main, s_side;
-    cudaEvent_t ev_fork, ev_tgt, ev_dw, ev_dz[FHD_MAXL];
+    cudaStream_t s_main, s_side, s_prio; /* s_prio: the priority update beside the backward */
+    cudaEvent_t ev_pre, ev_sample, ev_fork, ev_tgt, ev_dw, ev_loss, ev_prio, ev_dz[FHD_MAXL];
     cudaEvent_t ev_stage[2];
     cublasLtHandle_t lt;
     void *ws_main, *ws_side;
 
     /* parameters and optimiser state */
-    float *params;            /* (2P) */
+    float *params;            /* (T + P): online [0, P), target [T, T + P) */
     float *grad, *adam_m, *adam_v; /* (P) */
     float *sn;                /* (2 sn_size): online u/v, then target */
     /* forward activations */
@@ -149,7 +156,8 @@ struct fhd__backend {
     size_t gbatch_bytes;
     float *w_out, *td, *y;    /* (B), (B, D), (B) */
     uint32_t *idx;            /* (B) */
-    uint64_t *qs, *qmin;      /* (B), (1) */
+    uint64_t *qs;             /* (B) */
+    uint64_t *prio_new;       /* (B) new priorities from the loss kernel */
     /* replay */
     float *r_obs, *r_next, *r_ret, *r_disc; /* (N, S), (N, S), (N), (N) */
     int32_t *r_act;           /* (N, D) */
@@ -165,7 +173,9 @@ struct fhd__backend {
     uint64_t *part_min;
     float *colpart;
     double *statpart;
-    float *bg_partial;
+    float *bpart[FHD_MAXL];   /* per layer: (parts, out_l) column partials of its bias gradient;
+                               * bpart[L] is colpart */
+    uint32_t bparts[FHD_MAXL];
     double *opt_partial;
     fhd__clip_info *clip;
     unsigned int *counters;   /* last-block counters, zeroed once */
@@ -200,7 +210,7 @@ struct fhd__backend {
     fhd__sn_args a_sn1, a_sn2, a_sn_eval;
     fhd__loss_args a_loss_train, a_loss_batch;
     fhd__opt_args a_opt;
-    unsigned int *bg_done;
+    unsigned int opt_grid; /* grid of the fused cooperative optimiser pass; 0: two kernels */
     /* the captured update */
     cudaGraph_t graph;
     cudaGraphExec_t gexec;

@@ -93,6 +93,8 @@ static void cuda_destroy(fhd__backend *b) {
         cudaStreamSynchronize(b->s_main);
     if (b->s_side)
         cudaStreamSynchronize(b->s_side);
+    if (b->s_prio)
+        cudaStreamSynchronize(b->s_prio);
     if (b->gexec)
         cudaGraphExecDestroy(b->gexec);
     if (b->graph)
@@ -103,18 +105,22 @@ static void cuda_destroy(fhd__backend *b) {
             if (gs[i]->ready || gs[i]->desc)
                 fhd__gemm_destroy(gs[i]);
     }
-    for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++)
+    for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++) {
         for (uint32_t l = 0; l < FHD_MAXL; l++)
             if (b->act_cache[i].fwd[l].ready || b->act_cache[i].fwd[l].desc)
                 fhd__gemm_destroy(&b->act_cache[i].fwd[l]);
+        for (int k = 0; k < 2; k++)
+            if (b->act_cache[i].exec[k])
+                cudaGraphExecDestroy(b->act_cache[i].exec[k]);
+    }
     if (b->lt)
         cublasLtDestroy(b->lt);
     /* every buffer was allocated through the plan recorded in these pointers */
     void *dev[] = {b->params, b->grad, b->adam_m, b->adam_v, b->sn, b->tg_a, b->tg_b, b->head_t,
-                   b->gbatch, b->w_out, b->td, b->y, b->idx, b->qs, b->qmin, b->r_obs, b->r_next,
+                   b->gbatch, b->w_out, b->td, b->y, b->idx, b->qs, b->prio_new, b->r_obs, b->r_next,
                    b->r_ret, b->r_disc, b->r_act, b->nodes, b->st, b->sn_sigma, b->sn_inv,
                    b->sn_norms, b->sn_scratch, b->sn_partial, b->part_min, b->colpart,
-                   b->statpart, b->bg_partial, b->opt_partial, b->clip, b->counters, b->d_one,
+                   b->statpart, b->opt_partial, b->clip, b->counters, b->d_one,
                    b->act_x, b->act_a, b->act_b, b->act_head, b->act_q, b->act_greedy,
                    b->d_stage, b->ws_main, b->ws_side};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
@@ -125,6 +131,8 @@ static void cuda_destroy(fhd__backend *b) {
             cudaFree(b->h[l]);
         if (b->dz[l])
             cudaFree(b->dz[l]);
+        if (b->bpart[l] && l < b->lo.L) /* bpart[L] is colpart, freed above */
+            cudaFree(b->bpart[l]);
     }
     void *pin[] = {b->h_act_obs, b->h_act_q, b->h_act_greedy, b->h_stage[0], b->h_stage[1],
                    b->h_batch, b->h_tdy};
@@ -137,7 +145,8 @@ static void cuda_destroy(fhd__backend *b) {
         if (b->ev_snaps[i])
             cudaEventDestroy(b->ev_snaps[i]);
     }
-    cudaEvent_t evs[] = {b->ev_fork, b->ev_tgt, b->ev_dw, b->ev_stage[0], b->ev_stage[1]};
+    cudaEvent_t evs[] = {b->ev_pre,   b->ev_sample,   b->ev_fork,     b->ev_tgt, b->ev_dw,
+                         b->ev_loss,  b->ev_prio,     b->ev_stage[0], b->ev_stage[1]};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             cudaEventDestroy(evs[i]);
@@ -148,6 +157,8 @@ static void cuda_destroy(fhd__backend *b) {
         cudaStreamDestroy(b->s_main);
     if (b->s_side)
         cudaStreamDestroy(b->s_side);
+    if (b->s_prio)
+        cudaStreamDestroy(b->s_prio);
     (void)cudaGetLastError();
     free(b);
 }
@@ -157,7 +168,9 @@ static void cuda_destroy(fhd__backend *b) {
 static int32_t create_objects(fhd__backend *b) {
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_main, cudaStreamNonBlocking));
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_side, cudaStreamNonBlocking));
-    cudaEvent_t *evs[] = {&b->ev_fork, &b->ev_tgt, &b->ev_dw, &b->ev_stage[0], &b->ev_stage[1]};
+    FHD_CK(b, cudaStreamCreateWithFlags(&b->s_prio, cudaStreamNonBlocking));
+    cudaEvent_t *evs[] = {&b->ev_pre,  &b->ev_sample, &b->ev_fork,     &b->ev_tgt,     &b->ev_dw,
+                          &b->ev_loss, &b->ev_prio,   &b->ev_stage[0], &b->ev_stage[1]};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         FHD_CK(b, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
@@ -182,7 +195,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     if (b->prioritized)
         plan_add(p, &b->nodes, 2 * (size_t)b->leaves * 8, MEM_DEVICE, G_TREE);
     /* parameters */
-    plan_add(p, &b->params, 2 * P * f, MEM_DEVICE, G_PARAMS);
+    plan_add(p, &b->params, (b->T + P) * f, MEM_DEVICE, G_PARAMS);
     plan_add(p, &b->grad, P * f, MEM_DEVICE, G_PARAMS);
     plan_add(p, &b->adam_m, P * f, MEM_DEVICE, G_PARAMS);
     plan_add(p, &b->adam_v, P * f, MEM_DEVICE, G_PARAMS);
@@ -203,7 +216,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->y, B * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->idx, B * 4, MEM_DEVICE, G_ACT);
     plan_add(p, &b->qs, B * 8, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->qmin, 8, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->prio_new, B * 8, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_x, R * S * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_a, R * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_b, R * W * f, MEM_DEVICE, G_ACT);
@@ -227,16 +240,25 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->sn_partial, 2 * sigma_blocks * 8, MEM_DEVICE, G_WORK);
     plan_add(p, &b->part_min, fhd__cuda_sample_grid(b->B) * 8, MEM_DEVICE, G_WORK);
     const uint64_t lg = fhd__cuda_td_loss_grid(b->B);
-    plan_add(p, &b->colpart, lg * 4 * HO * f, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->colpart, lg * HO * f, MEM_DEVICE, G_WORK);
     plan_add(p, &b->statpart, lg * 4 * 8, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->bg_partial, (size_t)fhd__cuda_relu_bgrad_chunks(b->B) * W * f, MEM_DEVICE,
-             G_WORK);
-    /* the optimiser grid: at most one block per 2048 elements per segment, plus one per segment */
-    plan_add(p, &b->opt_partial, ((P / 2048) + 2 * FHD_OPT_MAX_SEGMENTS + 2) * 4 * 8, MEM_DEVICE,
-             G_WORK);
+    /* bias-gradient partials of the torso layers: ReLU-backward chunks, or loss blocks for the
+     * layer below the head when the loss kernel does its dx */
+    uint64_t bias_total = 0;
+    for (uint32_t l = 0; l < lo->L; l++) {
+        const uint64_t chunks = fhd__cuda_relu_bgrad_chunks(b->B);
+        const uint64_t parts = l + 1 == lo->L && lg > chunks ? lg : chunks;
+        plan_add(p, &b->bpart[l], parts * lo->layers[l].out * f, MEM_DEVICE, G_WORK);
+        bias_total += lo->layers[l].out;
+    }
+    bias_total += HO;
+    /* the optimiser grid: one block per 2048 weights and per 32 biases, one more per segment */
+    plan_add(p, &b->opt_partial,
+             (P / FHD_OPT_CHUNK + bias_total / FHD_OPT_BIAS_COLS + 2 * FHD_OPT_MAX_SEGMENTS + 2) *
+                 4 * 8,
+             MEM_DEVICE, G_WORK);
     plan_add(p, &b->clip, sizeof(fhd__clip_info), MEM_DEVICE, G_WORK);
-    plan_add(p, &b->counters, (64 + fhd__cuda_relu_bgrad_tiles((uint32_t)W)) * 4, MEM_DEVICE,
-             G_WORK);
+    plan_add(p, &b->counters, 64 * 4, MEM_DEVICE, G_WORK);
     plan_add(p, &b->d_one, 2 * f, MEM_DEVICE, G_WORK);
     plan_add(p, &b->ws_main, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     plan_add(p, &b->ws_side, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
@@ -304,7 +326,11 @@ static int32_t initialise(fhd__backend *b, const float *params, const float *sn)
     const fhd__layout *lo = &b->lo;
     const uint64_t P = b->P;
     cudaStream_t s = b->s_main;
-    FHD_CK(b, cudaMemcpyAsync(b->params, params, 2 * P * sizeof(float), cudaMemcpyHostToDevice, s));
+    FHD_CK(b, cudaMemcpyAsync(b->params, params, P * sizeof(float), cudaMemcpyHostToDevice, s));
+    if (b->T > P) /* the gap between the networks is never read; keep it defined */
+        FHD_CK(b, cudaMemsetAsync(b->params + P, 0, (b->T - P) * sizeof(float), s));
+    FHD_CK(b, cudaMemcpyAsync(b->params + b->T, params + P, P * sizeof(float),
+                              cudaMemcpyHostToDevice, s));
     if (lo->sn_size)
         FHD_CK(b, cudaMemcpyAsync(b->sn, sn, 2 * lo->sn_size * sizeof(float),
                                   cudaMemcpyHostToDevice, s));
@@ -320,7 +346,7 @@ static int32_t initialise(fhd__backend *b, const float *params, const float *sn)
                                       sizeof(float),
                                   s));
     FHD_CK(b, cudaMemsetAsync(b->w_out, 0, b->B * sizeof(float), s));
-    FHD_CK(b, cudaMemsetAsync(b->counters, 0, (64 + fhd__cuda_relu_bgrad_tiles(lo->max_width)) * 4,
+    FHD_CK(b, cudaMemsetAsync(b->counters, 0, 64 * 4,
                               s));
     if (b->prioritized)
         FHD_CK(b, cudaMemsetAsync(b->nodes, 0, 2 * (size_t)b->leaves * sizeof(uint64_t), s));
@@ -350,6 +376,7 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
     b->lo = *lo;
     b->device = cfg->device;
     b->P = lo->num_params;
+    b->T = (b->P + 63) / 64 * 64;
     b->B = cfg->batch_size;
     b->N = cfg->replay_capacity;
     b->prioritized = cfg->replay == FHD_REPLAY_PRIORITIZED;

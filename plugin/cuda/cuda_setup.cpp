@@ -8,7 +8,7 @@
 /* Counters (last-block-done) in b->counters. */
 enum { CNT_SAMPLE = 0, CNT_LOSS = 1, CNT_NORM = 2, CNT_ADAM = 3, CNT_SN = 4 };
 #define CNT_SN_COUNT (4 * FHD_MAX_HIDDEN_LAYERS)
-#define CNT_BG (CNT_SN + CNT_SN_COUNT)
+static_assert(CNT_SN + CNT_SN_COUNT <= 64, "counters: 64 allocated");
 
 static void prepare_sn(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
@@ -52,7 +52,7 @@ static void prepare_sn(fhd__backend *b) {
         b->a_sn2.job[b->a_sn2.njobs++] = v;
         /* target sigma with its stored vectors (phase 1, after the V jobs) */
         fhd__sn_job t = {};
-        t.W = b->params + b->P + ly->w_off;
+        t.W = b->params + b->T + ly->w_off;
         t.u = b->sn + sn_half + ly->u_off;
         t.v = b->sn + sn_half + ly->v_off;
         t.m = m;
@@ -106,11 +106,9 @@ static void prepare_sample(fhd__backend *b) {
     a->idx = b->idx;
     a->q = b->qs;
     a->part_min = b->part_min;
-    a->done = b->counters + CNT_SAMPLE;
-    a->qmin = b->qmin;
 }
 
-static void prepare_loss(fhd__backend *b) {
+static int32_t prepare_loss(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
     const fhd__config *c = &b->cfg;
     fhd__loss_args *a = &b->a_loss_train;
@@ -125,8 +123,10 @@ static void prepare_loss(fhd__backend *b) {
     a->w_in = NULL;
     a->prioritized = b->prioritized;
     a->q_samp = b->qs;
-    a->qmin = b->qmin;
+    a->qparts = b->part_min;
+    a->nqparts = fhd__cuda_sample_grid(b->B);
     a->idx = b->idx;
+    a->prio_out = b->prio_new;
     a->nodes = b->nodes;
     a->leaves = b->leaves;
     a->per_alpha = (float)c->per_alpha;
@@ -137,7 +137,6 @@ static void prepare_loss(fhd__backend *b) {
     a->dout = b->dz[lo->L];
     a->td = b->td;
     a->y = b->y;
-    a->db_head = b->grad + lo->layers[lo->L].b_off;
     a->colpart = b->colpart;
     a->statpart = b->statpart;
     a->done = b->counters + CNT_LOSS;
@@ -155,9 +154,29 @@ static void prepare_loss(fhd__backend *b) {
         a->K[d] = lo->K[d];
         a->k_off[d] = lo->k_off[d];
     }
+    /* the head's dx and the ReLU backward below it, inside the loss kernel if the head is small */
+    const uint32_t L = lo->L;
+    const fhd__layer *head = &lo->layers[L];
+    a->w_head = b->params + head->w_off;
+    a->alpha = head->sn ? b->sn_inv + L : b->d_one;
+    if (L > 0) {
+        a->h_below = b->h[L - 1];
+        a->dz_below = b->dz[L - 1];
+        a->bpart = b->bpart[L - 1];
+        a->H = lo->layers[L - 1].out;
+    }
+    FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device));
+    /* where each layer's bias-gradient partials come from (summed by the norm kernel) */
+    for (uint32_t l = 0; l < L; l++)
+        b->bparts[l] = fhd__cuda_relu_bgrad_chunks(B);
+    if (a->fuse_dx)
+        b->bparts[L - 1] = fhd__cuda_td_loss_grid(B);
+    b->bpart[L] = b->colpart;
+    b->bparts[L] = fhd__cuda_td_loss_grid(B);
     b->a_loss_batch = *a;
     b->a_loss_batch.w_in = b->g_w;
     b->a_loss_batch.prioritized = 0;
+    return FHD_OK;
 }
 
 static void prepare_opt(fhd__backend *b) {
@@ -171,27 +190,23 @@ static void prepare_opt(fhd__backend *b) {
     a->v = b->adam_v;
     a->sn_vec = b->sn;
     a->P = b->P;
+    a->T = b->T;
     a->sn_size = lo->sn_size;
-    /* segments: each normalised W alone, the plain ranges between them merged */
-    uint64_t plain0 = 0;
+    /* segments: every weight matrix (spectrally normalised or not) and every bias vector, whose
+     * gradient the norm kernel sums from its partials; in offset order */
     for (uint32_t l = 0; l <= lo->L; l++) {
         const fhd__layer *ly = &lo->layers[l];
-        if (!ly->sn)
-            continue;
-        if (ly->w_off > plain0) {
-            fhd__opt_segment s = {plain0, ly->w_off - plain0, -1, 0, 0};
-            a->seg[a->nseg++] = s;
+        int32_t sn = -1;
+        if (ly->sn) {
+            fhd__opt_sn v = {ly->out, ly->in, b->sn + ly->u_off, b->sn + ly->v_off,
+                             b->sn_sigma + l, b->sn_norms + 2 * l};
+            sn = (int32_t)a->nsn;
+            a->sn[a->nsn++] = v;
         }
-        fhd__opt_sn sn = {ly->out, ly->in, b->sn + ly->u_off, b->sn + ly->v_off,
-                          b->sn_sigma + l, b->sn_norms + 2 * l};
-        fhd__opt_segment s = {ly->w_off, (uint64_t)ly->out * ly->in, (int32_t)a->nsn, 0, 0};
-        a->sn[a->nsn++] = sn;
-        a->seg[a->nseg++] = s;
-        plain0 = ly->w_off + (uint64_t)ly->out * ly->in;
-    }
-    if (b->P > plain0) {
-        fhd__opt_segment s = {plain0, b->P - plain0, -1, 0, 0};
-        a->seg[a->nseg++] = s;
+        fhd__opt_segment w = {ly->w_off, (uint64_t)ly->out * ly->in, sn, 0, 0, 0, NULL, 0};
+        fhd__opt_segment bias = {ly->b_off, ly->out, -1, 0, 0, 0, b->bpart[l], b->bparts[l]};
+        a->seg[a->nseg++] = w;
+        a->seg[a->nseg++] = bias;
     }
     fhd__cuda_opt_plan(a);
     a->partial = b->opt_partial;
@@ -266,8 +281,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
 int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
     prepare_sn(b);
     prepare_sample(b);
-    prepare_loss(b);
+    FHD_TRY(prepare_loss(b));
     prepare_opt(b);
-    b->bg_done = b->counters + CNT_BG;
     return prepare_gemms(b);
 }

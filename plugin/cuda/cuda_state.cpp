@@ -66,7 +66,7 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
             break;
         const uint64_t P = b->P;
         const uint64_t v[FHD_CUDA_DEVPTR_COUNT] = {
-            (uint64_t)(uintptr_t)b->params, 8 * P,  (uint64_t)(uintptr_t)b->grad,   4 * P,
+            (uint64_t)(uintptr_t)b->params, 4 * (b->T + P),  (uint64_t)(uintptr_t)b->grad,   4 * P,
             (uint64_t)(uintptr_t)b->adam_m, 4 * P,  (uint64_t)(uintptr_t)b->adam_v, 4 * P,
             (uint64_t)(uintptr_t)b->sn,     8 * b->lo.sn_size};
         memcpy(o, v, sizeof v);
@@ -99,13 +99,36 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
                            (unsigned long long)count);
 }
 
+/* FHD_STATE_PARAMS is [online | target], 2P floats, to callers; on the device the target starts
+ * at T >= P. Copy a range of it in at most two pieces. */
+static int32_t params_copy(fhd__backend *b, uint64_t offset, uint64_t count, float *host,
+                           int to_device) {
+    const uint64_t P = b->P;
+    while (count) {
+        const uint64_t dev = offset < P ? offset : b->T + (offset - P);
+        const uint64_t n = offset < P ? (P - offset < count ? P - offset : count) : count;
+        if (to_device)
+            FHD_CK(b, cudaMemcpyAsync(b->params + dev, host, n * sizeof(float),
+                                      cudaMemcpyHostToDevice, b->s_main));
+        else
+            FHD_CK(b, cudaMemcpyAsync(host, b->params + dev, n * sizeof(float),
+                                      cudaMemcpyDeviceToHost, b->s_main));
+        offset += n;
+        host += n;
+        count -= n;
+    }
+    return fhd__cuda_sync(b, b->s_main);
+}
+
 int32_t fhd__cuda_read(fhd__backend *b, int kind, uint64_t offset, uint64_t count, void *dst) {
     FHD_CK(b, cudaSetDevice(b->device));
     if (kind >= FHD_CUDA_STATE_SYNC_COUNT)
         return read_ext(b, kind, offset, count, dst);
     void *p;
     FHD_TRY(state_ptr(b, kind, offset, count, 0, &p));
-    if (count) {
+    if (count && kind == FHD_STATE_PARAMS) {
+        FHD_TRY(params_copy(b, offset, count, (float *)dst, 0));
+    } else if (count) {
         FHD_CK(b, cudaMemcpyAsync(dst, p, count * fhd__state_elem_size(kind),
                                   cudaMemcpyDeviceToHost, b->s_main));
         FHD_TRY(fhd__cuda_sync(b, b->s_main));
@@ -153,6 +176,8 @@ int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
         return FHD_OK;
     if (kind == FHD_STATE_REPLAY_PRIORITY)
         return write_priorities(b, offset, count, (const uint64_t *)src);
+    if (kind == FHD_STATE_PARAMS)
+        return params_copy(b, offset, count, (float *)(uintptr_t)src, 1);
     FHD_CK(b, cudaMemcpyAsync(p, src, count * fhd__state_elem_size(kind), cudaMemcpyHostToDevice,
                               b->s_main));
     return fhd__cuda_sync(b, b->s_main);

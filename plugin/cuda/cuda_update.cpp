@@ -2,19 +2,23 @@
  * once into a CUDA graph and replayed; train_batch; statistics snapshots.
  *
  * One update, main stream s0 and side stream s1:
- *   s0  sample + gather (train only)
- *   s0  spectral norm: [online v = normalize(W^T u); target sigma], [online u, sigma]
+ *   s0  sample + gather (train only; on s1, beside the spectral norm, when there is one)
+ *   s0  spectral norm: [online u = normalize(W v); target sigma], [online v, sigma]
  *       -- fork --
  *   s0  online forward on rows_on rows: online(s) and, with double DQN, online(s') in the same
  *       GEMMs (the batch region holds obs then next_obs)
  *   s1  target(s') forward
  *       -- join --
- *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, priorities, head db
- *   s0  per layer from the top: dx GEMM, ReLU backward + bias gradient
+ *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, new priorities, and
+ *       for a small head also dx through the head and the ReLU below it (dz of layer L - 1)
+ *   s2  (prioritized) the new priorities into the sum tree, beside everything below
+ *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
  *   s1  per layer: dW GEMM as soon as that layer's dz is ready
  *       -- join --
- *   s0  gradient norm (+ SN gradient sums), then Adam + clip + SN correction + target update +
- *       counter increment
+ *   s0  bias gradients from their per-block partials, gradient norm (+ SN gradient sums), then
+ *       Adam + clip + SN correction + target update + counter increment: one cooperative
+ *       launch with a grid barrier between the two passes (two launches without cooperative
+ *       launch support)
  * The update counter lives on the device and every kernel reads it, so the same graph serves
  * every update: sampling counter, beta, Adam step and target-update interval advance by
  * themselves.
@@ -40,12 +44,22 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
     const fhd__layout *lo = &b->lo;
     const uint32_t L = lo->L;
     cudaStream_t s0 = b->s_main, s1 = b->s_side;
-    if (train)
+    /* sampling and spectral norm are independent: with both, sampling runs beside it on s1 */
+    const bool side_sample = train && b->has_sn;
+    if (side_sample) {
+        FHD_CK(b, cudaEventRecord(b->ev_pre, s0));
+        FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_pre, 0));
+        FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample, s1));
+        FHD_CK(b, cudaEventRecord(b->ev_sample, s1));
+    } else if (train) {
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample, s0));
+    }
     if (b->has_sn) {
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn1, s0));
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn2, s0));
     }
+    if (side_sample)
+        FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_sample, 0));
     FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
     FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
     for (uint32_t l = 0; l <= L; l++)
@@ -54,23 +68,35 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
         FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], s1, b->ws_side));
     FHD_CK(b, cudaEventRecord(b->ev_tgt, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tgt, 0));
-    FHD_CK(b, fhd__cuda_td_loss(train ? &b->a_loss_train : &b->a_loss_batch, s0));
+    const fhd__loss_args *la = train ? &b->a_loss_train : &b->a_loss_batch;
+    FHD_CK(b, fhd__cuda_td_loss(la, s0));
+    if (la->prioritized) { /* the tree update on a third branch, joined before the optimiser */
+        FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
+        FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
+        FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
+        FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
+    }
     for (int l = (int)L; l >= 0; l--) {
         FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));
         FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_dz[l], 0));
         FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], s1, b->ws_side));
-        if (l > 0) {
+        if (l > 0 && !(l == (int)L && la->fuse_dx)) { /* fused: the loss kernel made dz[L - 1] */
             const fhd__layer *below = &lo->layers[l - 1];
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], s0, b->ws_main));
             FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], b->h[l - 1],
-                                                    b->grad + below->b_off, b->bg_partial,
-                                                    b->bg_done, b->B, below->out, s0));
+                                                    b->bpart[l - 1], b->B, below->out, s0));
         }
     }
     FHD_CK(b, cudaEventRecord(b->ev_dw, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_dw, 0));
-    FHD_CK(b, fhd__cuda_clip_grad_norm(&b->a_opt, s0));
-    FHD_CK(b, fhd__cuda_adam_step(&b->a_opt, s0));
+    if (la->prioritized)
+        FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_prio, 0));
+    if (b->opt_grid) {
+        FHD_CK(b, fhd__cuda_opt_fused(&b->a_opt, b->opt_grid, s0));
+    } else {
+        FHD_CK(b, fhd__cuda_clip_grad_norm(&b->a_opt, s0));
+        FHD_CK(b, fhd__cuda_adam_step(&b->a_opt, s0));
+    }
     return FHD_OK;
 }
 
@@ -96,8 +122,22 @@ static int32_t preload(fhd__backend *b) {
     return fhd__cuda_sync(b, b->s_main);
 }
 
+static int32_t capture(fhd__backend *b);
+
+/* The fused optimiser pass is a cooperative launch; should the capture of one fail, the update
+ * is captured again with the two-kernel pass. */
 int32_t fhd__cuda_capture(fhd__backend *b) {
     FHD_TRY(preload(b));
+    b->opt_grid = fhd__cuda_opt_fused_grid(&b->a_opt, b->device);
+    int32_t rc = capture(b);
+    if (rc != FHD_OK && b->opt_grid) {
+        b->opt_grid = 0;
+        rc = capture(b);
+    }
+    return rc;
+}
+
+static int32_t capture(fhd__backend *b) {
     FHD_CK(b, cudaStreamBeginCapture(b->s_main, cudaStreamCaptureModeGlobal));
     int32_t rc = fhd__cuda_record_update(b, 1);
     cudaGraph_t g = NULL;
@@ -111,10 +151,17 @@ int32_t fhd__cuda_capture(fhd__backend *b) {
     if (e != cudaSuccess) {
         if (g)
             cudaGraphDestroy(g);
+        (void)cudaGetLastError();
         return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaStreamEndCapture (update graph)");
     }
+    e = cudaGraphInstantiate(&b->gexec, g, 0);
+    if (e != cudaSuccess) {
+        b->gexec = NULL;
+        cudaGraphDestroy(g);
+        (void)cudaGetLastError();
+        return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaGraphInstantiate (update graph)");
+    }
     b->graph = g;
-    FHD_CK(b, cudaGraphInstantiate(&b->gexec, g, 0));
     FHD_CK(b, cudaGraphUpload(b->gexec, b->s_main));
     return FHD_OK;
 }

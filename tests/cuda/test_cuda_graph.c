@@ -4,7 +4,8 @@
  *   - the update was captured (cudaStreamCaptureModeGlobal, at create) into one graph;
  *   - no memcpy node at all, so none between parameter copies;
  *   - no kernel node of ours (fhd_*) has a 1x1x1 grid;
- *   - spectral norm takes exactly 2 kernel nodes;
+ *   - spectral norm takes exactly 2 kernel nodes; gradient norm, clipping and Adam one (a
+ *     cooperative launch) where the device supports cooperative launches;
  *   - memset nodes are listed with their targets; none writes the parameters, gradient or
  *     Adam moments;
  *   - the loss kernel joins two branches: the target forward runs beside the online forward;
@@ -111,7 +112,7 @@ int main(void) {
     e = cudaGraphGetEdges(g, efrom, eto, NULL, &ne);
     ct_check(e == cudaSuccess, "cudaGraphGetEdges: %zu edges", ne);
     int n_kernel = 0, n_memcpy = 0, n_memset = 0, n_other = 0, n_sn = 0, ours_1x1 = 0;
-    int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, last_sn = -1;
+    int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, last_sn = -1, n_opt = 0;
     for (size_t i = 0; i < nn; i++) {
         node_info *ni = &nodes[i];
         ni->node = raw[i];
@@ -143,8 +144,13 @@ int main(void) {
                 }
                 if (strstr(ni->name, "fhd_td_loss_kernel"))
                     loss = (int)i;
-                if (strstr(ni->name, "fhd_clip_grad_norm_kernel"))
+                if (strstr(ni->name, "fhd_clip_grad_norm_kernel") ||
+                    strstr(ni->name, "fhd_opt_fused_kernel"))
                     norm = (int)i;
+                if (strstr(ni->name, "fhd_clip_grad_norm_kernel") ||
+                    strstr(ni->name, "fhd_adam_step_kernel") ||
+                    strstr(ni->name, "fhd_opt_fused_kernel"))
+                    n_opt++;
             }
             printf("       kernel %-60.60s grid %ux%ux%u\n", ni->name, ni->grid.x, ni->grid.y,
                    ni->grid.z);
@@ -172,6 +178,11 @@ int main(void) {
            n_ours, n_memcpy, n_memset, n_other);
     ct_check(n_memcpy == 0, "no memcpy node (so none between parameter copies): %d", n_memcpy);
     ct_check(ours_1x1 == 0, "no kernel node of ours with a 1x1x1 grid (%d found)", ours_1x1);
+    int coop = 0;
+    cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0);
+    ct_check(n_opt == (coop ? 1 : 2),
+             "clipping and Adam in %d kernel node(s) (one cooperative launch where the device has "
+             "them: %s)", n_opt, coop ? "yes" : "no");
     ct_check(n_sn == 2, "spectral norm of both torso layers (online and target) in %d kernel nodes",
              n_sn);
     ct_check(memset_bad == 0, "no memset node writes parameters, gradient, Adam or SN state (%d)",

@@ -100,9 +100,58 @@ static void run(const char *name, const char *extra, uint32_t D, const uint32_t 
     fhd__learner_destroy(L);
 }
 
+/* Two learners of one configuration fed the same transitions end 300 updates (graph replays)
+ * with bit-identical parameters, Adam moments and priorities: the backend
+ * has no float atomics and no reduction whose order depends on scheduling. */
+static void reproducible(const char *name, const char *extra, uint32_t D, const uint32_t *K) {
+    char json[1024];
+    snprintf(json, sizeof json,
+             "{\"backend\": \"cuda\", \"obs_dim\": 12, \"hidden\": [64, 96], \"batch_size\": 200, "
+             "\"replay_capacity\": 2000, \"num_envs\": 4, \"learning_starts\": 0, \"seed\": 9, "
+             "\"target_update_interval\": 1, \"tau\": 0.01, %s}",
+             extra);
+    fhd_learner *Ls[2] = {ct_create_cuda(json), ct_create_cuda(json)};
+    const uint64_t P = Ls[0]->lo.num_params, N = Ls[0]->cfg.replay_capacity;
+    ct_feed(Ls, 2, 4, Ls[0]->lo.S, D, K, 600, 21);
+    int same_p = 1, same_m = 1, same_q = 1, ok = 1;
+    /* under compute-sanitizer (FHD_SMOKE_SHORT set) one round of 10 updates */
+    const int short_run = getenv("FHD_SMOKE_SHORT") != NULL;
+    const uint32_t per_round = short_run ? 10 : 100;
+    for (int round = 0; round < (short_run ? 1 : 3); round++) {
+        fhd_train_stats st[2] = {FHD_TRAIN_STATS_INIT, FHD_TRAIN_STATS_INIT};
+        for (int k = 0; k < 2; k++)
+            ok = ok && fhd__learner_train(Ls[k], per_round, &st[k]) == FHD_OK;
+        float *p0 = ct_read_floats(Ls[0], FHD_STATE_PARAMS, 2 * P);
+        float *p1 = ct_read_floats(Ls[1], FHD_STATE_PARAMS, 2 * P);
+        float *m0 = ct_read_floats(Ls[0], FHD_STATE_ADAM_V, P);
+        float *m1 = ct_read_floats(Ls[1], FHD_STATE_ADAM_V, P);
+        same_p = same_p && memcmp(p0, p1, 8 * P) == 0;
+        same_m = same_m && memcmp(m0, m1, 4 * P) == 0;
+        if (Ls[0]->cfg.replay == FHD_REPLAY_PRIORITIZED) {
+            uint64_t *q0 = (uint64_t *)malloc(8 * N), *q1 = (uint64_t *)malloc(8 * N);
+            ct_read(Ls[0], FHD_STATE_REPLAY_PRIORITY, 0, N, q0);
+            ct_read(Ls[1], FHD_STATE_REPLAY_PRIORITY, 0, N, q1);
+            same_q = same_q && memcmp(q0, q1, 8 * N) == 0;
+            free(q0);
+            free(q1);
+        }
+        free(p0);
+        free(p1);
+        free(m0);
+        free(m1);
+    }
+    ct_check(ok && same_p && same_m && same_q,
+             "%s: two learners, %u updates: parameters %s, Adam v %s, priorities %s", name,
+             short_run ? per_round : 3 * per_round,
+             same_p ? "identical" : "DIFFER", same_m ? "identical" : "DIFFER",
+             same_q ? "identical" : "DIFFER");
+    fhd__learner_destroy(Ls[0]);
+    fhd__learner_destroy(Ls[1]);
+}
+
 int main(void) {
     ct_require_gpu();
-    const uint32_t K1[1] = {4}, K3[3] = {3, 2, 5};
+    const uint32_t K1[1] = {4}, K3[3] = {3, 2, 5}, K6[1] = {6};
     run("per-sn-double", "\"actions\": [4], \"replay\": \"prioritized\", \"spectral_norm\": \"all\"",
         1, K1);
     run("uniform-plain", "\"actions\": [4], \"replay\": \"uniform\", \"dueling\": false, "
@@ -110,5 +159,9 @@ int main(void) {
     run("branching-cql-nstep", "\"actions\": [3, 2, 5], \"replay\": \"prioritized\", "
         "\"cql_alpha\": 0.2, \"n_step\": 3, \"spectral_norm\": \"last\", \"tau\": 0.5, "
         "\"matmul_precision\": \"tf32\"", 3, K3);
+    reproducible("reproducible per-sn-double", "\"actions\": [6], \"replay\": \"prioritized\", "
+                 "\"spectral_norm\": \"all\", \"max_grad_norm\": 0.5", 1, K6);
+    reproducible("reproducible branching-cql-tf32", "\"actions\": [3, 2, 5], \"replay\": "
+                 "\"prioritized\", \"cql_alpha\": 0.2, \"matmul_precision\": \"tf32\"", 3, K3);
     return ct_finish();
 }

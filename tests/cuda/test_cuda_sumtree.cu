@@ -6,8 +6,9 @@
  *     above it (clamped), the last occurrence winning - the CPU applies fhd__sumtree_set_batch;
  *   - fhd__cuda_replay_add: ring appends with wrap-around, also several times round the ring in
  *     one call, new leaves taking the running max priority;
- *   - fhd__cuda_sample_gather: stratified sampling against fhd__sumtree_sample_stratified for
- *     the same update counter, with the leaf values and the batch minimum.
+ *   - fhd__cuda_sample_gather: stratified sampling (the warp's five-levels-a-step descent)
+ *     against fhd__sumtree_sample_stratified for the same update counter, with the leaf values
+ *     and the batch minimum, on trees of depth 0 to 18.
  * Over a million set operations the node arrays must be identical integers (checked after every
  * batch at the root and periodically in full). Exits 77 without a CUDA device.
  */
@@ -120,11 +121,10 @@ static void test_replay_and_sampling(uint32_t N, uint64_t seed) {
     const uint32_t S = 3, D = 2, B = 64;
     fhd__sumtree t;
     fhd__sumtree_init(&t, N);
-    uint64_t *d_nodes, *d_q, *d_part, *d_qmin;
+    uint64_t *d_nodes, *d_q, *d_part;
     float *r_obs, *r_next, *r_ret, *r_disc, *stage, *g;
     int32_t *r_act;
     uint32_t *d_idx;
-    unsigned int *d_done;
     fhd__dev_scalars *st;
     const uint32_t maxn = 3 * N + 7;
     CK(cudaMalloc(&d_nodes, 16 * (size_t)t.leaves));
@@ -139,9 +139,6 @@ static void test_replay_and_sampling(uint32_t N, uint64_t seed) {
     CK(cudaMalloc(&d_idx, 4 * B));
     CK(cudaMalloc(&d_q, 8 * B));
     CK(cudaMalloc(&d_part, 8 * fhd__cuda_sample_grid(B)));
-    CK(cudaMalloc(&d_qmin, 8));
-    CK(cudaMalloc(&d_done, 4));
-    CK(cudaMemset(d_done, 0, 4));
     CK(cudaMalloc(&st, sizeof(fhd__dev_scalars)));
     fhd__dev_scalars hs;
     memset(&hs, 0, sizeof hs);
@@ -154,7 +151,7 @@ static void test_replay_and_sampling(uint32_t N, uint64_t seed) {
     std::vector<float> gobs((size_t)B * S);
     for (int round = 0; round < 300; round++) {
         /* append n rows (sometimes more than the capacity) */
-        const uint32_t n = 1 + (uint32_t)(rng(&s) % (round % 10 == 0 ? maxn : 40));
+        const uint32_t n = 1 + (uint32_t)(rng(&s) % (round % 10 == 0 || maxn < 40 ? maxn : 40));
         float *ho = h_stage.data();
         for (uint32_t i = 0; i < n * S; i++)
             ho[i] = (float)(rng(&s) % 100000);
@@ -239,8 +236,6 @@ static void test_replay_and_sampling(uint32_t N, uint64_t seed) {
         sa.idx = d_idx;
         sa.q = d_q;
         sa.part_min = d_part;
-        sa.done = d_done;
-        sa.qmin = d_qmin;
         CK(fhd__cuda_sample_gather(&sa, 0));
         for (uint32_t j = 0; j < B; j++)
             r64[j] = fhd__rng_u64(sa.seed, FHD_RNG_STREAM_SAMPLE, hs.updates, j);
@@ -248,7 +243,12 @@ static void test_replay_and_sampling(uint32_t N, uint64_t seed) {
         uint64_t qmin = 0;
         CK(cudaMemcpy(gidx.data(), d_idx, 4 * B, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(gq.data(), d_q, 8 * B, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&qmin, d_qmin, 8, cudaMemcpyDeviceToHost));
+        { /* the batch minimum over the blocks' minima, as the loss kernel takes it */
+            const uint32_t ng = fhd__cuda_sample_grid(B);
+            std::vector<uint64_t> parts(ng);
+            CK(cudaMemcpy(parts.data(), d_part, 8 * (size_t)ng, cudaMemcpyDeviceToHost));
+            qmin = *std::min_element(parts.begin(), parts.end());
+        }
         CK(cudaMemcpy(gobs.data(), g, 4 * (size_t)B * S, cudaMemcpyDeviceToHost));
         uint64_t cmin = UINT64_MAX;
         for (uint32_t j = 0; j < B; j++) {
@@ -285,8 +285,6 @@ static void test_replay_and_sampling(uint32_t N, uint64_t seed) {
     cudaFree(d_idx);
     cudaFree(d_q);
     cudaFree(d_part);
-    cudaFree(d_qmin);
-    cudaFree(d_done);
     cudaFree(st);
     fhd__sumtree_free(&t);
 }
@@ -301,8 +299,14 @@ int main(void) {
     test_set_sorted(1, 20000, 1);
     test_set_sorted(100003, 1000000, 2);
     test_set_sorted(1u << 16, 300000, 3);
+    /* tree depths 0, 3, 6, 10, 12 and 18: the warp descent takes five levels a step, so every
+     * remainder of depth / 5 and the single-leaf tree are covered */
+    test_replay_and_sampling(1, 13);
+    test_replay_and_sampling(7, 14);
+    test_replay_and_sampling(33, 15);
     test_replay_and_sampling(1000, 11);
     test_replay_and_sampling(4096, 12);
+    test_replay_and_sampling(200003, 16);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
