@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build foxhunt-dqn with the CUDA module for sm_90 here and gather what a bare GPU machine
-# needs to run it into .device/ (ignored by git): the build outputs and the runtime libraries
-# the core links (jansson, OpenBLAS and its Fortran runtime), which that machine may lack.
+# needs to run it into .device/ (ignored by git): the build outputs, jansson (in case that
+# machine's image lacks it) and CUPTI (the bench's kernel timeline). Its image has OpenBLAS.
 # On the GPU machine:  export LD_LIBRARY_PATH=$PWD/.device/lib:$LD_LIBRARY_PATH
 #                      .device/build/fhd-host info
 set -euo pipefail
@@ -13,8 +13,9 @@ cmake --build "$BUILD" -j"$(nproc)"
 rm -rf .device && mkdir -p .device/lib .device/build
 # the whole build tree (tests, fhd-host, both libraries, manifest.json), without CMake's objects
 tar -C "$BUILD" --exclude='CMakeFiles' --exclude='*.o' -cf - . | tar -C .device/build -xf -
-for lib in libjansson.so.4 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
-  src=$(ldconfig -p | awk -v l="$lib" '$1 == l { print $NF; exit }')
+# (the GPU image has OpenBLAS; jansson and CUPTI, for the bench timeline, travel with the build)
+for lib in libjansson.so.4 libcupti.so.13; do
+  src=$(ldconfig -p | awk -v l="$lib" '$1 == l && !s { s = $NF } END { print s }')
   [ -n "$src" ] || src=$(find /usr/lib /lib -name "$lib" 2>/dev/null | head -1)
   [ -n "$src" ] && cp -L "$src" .device/lib/
 done

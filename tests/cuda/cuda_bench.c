@@ -10,8 +10,14 @@
  *
  *   cuda_bench [NAME ...]     NAME in B1 B1-sn B2-fp32 B2-tf32 B3 C0 (default: all)
  * With FHD_BENCH_QUICK set, only the fill and 50 warm-up updates run (for a profiler).
+ * With FHD_BENCH_TRACE set, the kernels of 8 updates after the warm-up are also recorded with
+ * CUPTI (real start and end times inside the graph, nothing serialised) and the last complete
+ * update is printed as a timeline: start and end of every kernel relative to the update's
+ * first, and the gap since the previous kernel on the critical path ends.
  */
 #include "cuda_test.h"
+
+#include <cupti.h>
 
 typedef struct bench {
     const char *name;
@@ -100,10 +106,92 @@ static double timed(fhd_learner *L, uint32_t n) {
     return (ct_now() - t0) * 1e6 / n;
 }
 
+/* ---- CUPTI kernel timeline ---------------------------------------------------------------- */
+
+#define TRACE_MAX 4096
+typedef struct trace_rec {
+    uint64_t start, end;
+    uint32_t stream;
+    char name[72];
+} trace_rec;
+static trace_rec trace[TRACE_MAX];
+static int trace_n;
+
+static void CUPTIAPI trace_buffer_requested(uint8_t **buf, size_t *size, size_t *max_records) {
+    *size = 8u << 20;
+    *buf = (uint8_t *)aligned_alloc(8, *size);
+    *max_records = 0;
+}
+
+static void CUPTIAPI trace_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buf,
+                                            size_t size, size_t valid) {
+    (void)ctx;
+    (void)stream;
+    (void)size;
+    CUpti_Activity *rec = NULL;
+    while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || trace_n >= TRACE_MAX)
+            continue;
+        const CUpti_ActivityKernel9 *k = (const CUpti_ActivityKernel9 *)rec;
+        trace_rec *t = &trace[trace_n++];
+        t->start = k->start;
+        t->end = k->end;
+        t->stream = k->streamId;
+        snprintf(t->name, sizeof t->name, "%s", k->name ? k->name : "?");
+    }
+    free(buf);
+}
+
+static int cmp_trace(const void *a, const void *b) {
+    const trace_rec *x = (const trace_rec *)a, *y = (const trace_rec *)b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void print_trace(const char *cfg) {
+    qsort(trace, (size_t)trace_n, sizeof trace[0], cmp_trace);
+    /* updates begin with the sample kernel; take the second-to-last complete one */
+    int starts[64], ns = 0;
+    for (int i = 0; i < trace_n && ns < 64; i++)
+        if (strstr(trace[i].name, "fhd_sample_gather_kernel"))
+            starts[ns++] = i;
+    if (ns < 3) {
+        printf("trace %s: %d updates recorded, too few\n", cfg, ns);
+        return;
+    }
+    const int a = starts[ns - 3], z = starts[ns - 2];
+    const uint64_t t0 = trace[a].start;
+    uint64_t busy_end = t0;
+    printf("trace %s: one update, %d kernels, %.1f us from the first kernel's start to the next "
+           "update's\n", cfg, z - a, (trace[z].start - t0) / 1000.0);
+    printf("  %8s %8s %7s %7s  %s\n", "start", "end", "dur", "gap", "kernel");
+    for (int i = a; i < z; i++) {
+        const double gap = trace[i].start > busy_end ? (trace[i].start - busy_end) / 1000.0 : 0.0;
+        printf("  %8.2f %8.2f %7.2f %7.2f  [s%u] %.60s\n", (trace[i].start - t0) / 1000.0,
+               (trace[i].end - t0) / 1000.0, (trace[i].end - trace[i].start) / 1000.0, gap,
+               trace[i].stream, trace[i].name);
+        if (trace[i].end > busy_end)
+            busy_end = trace[i].end;
+    }
+    fflush(stdout);
+}
+
 static void run(const bench *bm) {
     fhd_learner *L = ct_create_cuda(bm->json);
     fill(L);
     timed(L, 50); /* warm-up */
+    if (getenv("FHD_BENCH_TRACE")) {
+        trace_n = 0;
+        if (cuptiActivityRegisterCallbacks(trace_buffer_requested, trace_buffer_completed) ==
+                CUPTI_SUCCESS &&
+            cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS) {
+            timed(L, 8);
+            cuptiActivityFlushAll(1);
+            cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+            print_trace(bm->name);
+        } else {
+            printf("trace %s: CUPTI unavailable\n", bm->name);
+        }
+    }
     if (getenv("FHD_BENCH_QUICK")) { /* profiling: the warm-up is all we need */
         fhd__learner_destroy(L);
         return;

@@ -43,33 +43,47 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   LOG=bench.log
-  run bench 100 "$T/cuda_bench" "$@"
+  run bench 240 "$T/cuda_bench" "$@"
 fi
 if [ "$what" = all ] || [ "$what" = sanitize ]; then
   LOG=sanitizer.log
   for tool in ${FHD_SANITIZER_TOOLS:-memcheck racecheck}; do
-    run "sanitizer-$tool" 90 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    FHD_SMOKE_SHORT=1 run "sanitizer-$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 9 \
       --print-limit 20 "$T/test_cuda_smoke"
   done
 fi
 
 if [ "$what" = profile ]; then
-  # per-kernel durations (Nsight Compute, clocks left alone) of two updates after warm-up
-  LOG=tests.log
-  run parity 60 "$T/test_cuda_parity"
+  # per-kernel durations (Nsight Compute; clocks and caches left alone, so that the tree and
+  # the weights stay in L2 as they do in a real run) of two updates after warm-up
   LOG=profile.log
   for cfg in ${FHD_PROFILE_CONFIGS:-B1-sn B3 B2-tf32}; do
-    FHD_BENCH_QUICK=1 run "ncu-$cfg" 90 ncu --clock-control none --csv \
-      --metrics gpu__time_duration.sum --launch-skip 500 --launch-count 44 "$T/cuda_bench" "$cfg"
+    FHD_BENCH_QUICK=1 run "ncu-$cfg" 120 ncu --clock-control none --cache-control none --csv \
+      --metrics gpu__time_duration.sum --launch-skip 600 --launch-count 44 "$T/cuda_bench" "$cfg"
+    echo "## $cfg (kernel, unit, duration)" >>"$OUT/profile_summary.txt"
+    awk -v c="ncu-$cfg" '$0 ~ "^==== "c":" {on=1; next} /^==== / {on=0} on' "$OUT/profile.log" |
+      grep -E '^"[0-9]' | awk -F'","' '{n=$5; sub(/\(.*/, "", n); print n, $(NF-1), $NF}' |
+      sed 's/"//g' >>"$OUT/profile_summary.txt"
   done
-  grep -h -E '^"[0-9]' "$OUT/profile.log" | awk -F'","' '{n=$5; sub(/\(.*/, "", n); print $NF, $(NF-1), n}' \
-    | sed 's/"//g' | tail -140 >"$OUT/profile_summary.txt"
+  # the real timeline (kernel start/end inside the graph), when Nsight Systems is there
+  if command -v nsys >/dev/null 2>&1; then
+    LOG=nsys.log
+    for cfg in ${FHD_TIMELINE_CONFIGS:-B1}; do
+      FHD_BENCH_QUICK=1 run "nsys-$cfg" 120 nsys profile --cuda-graph-trace=node -o "/tmp/tl-$cfg" \
+        --force-overwrite true "$T/cuda_bench" "$cfg"
+      nsys stats --report cuda_gpu_trace --format csv -o "/tmp/tl-$cfg" "/tmp/tl-$cfg.nsys-rep" \
+        >>"$OUT/nsys.log" 2>&1
+      tail -120 "/tmp/tl-${cfg}_cuda_gpu_trace.csv" >"$OUT/timeline-$cfg.csv" 2>/dev/null
+    done
+  else
+    echo "nsys: not installed" >>"$OUT/summary.txt"
+  fi
 fi
 
 echo "---- failures"
 grep -h -E "FAIL|ERROR SUMMARY|rc=[1-9]|failed" "$OUT"/*.log 2>/dev/null | head -80
 echo "---- bench"
 [ -f "$OUT/bench.log" ] && grep -v "^====" "$OUT/bench.log" | tail -12
-[ -f "$OUT/profile_summary.txt" ] && { echo "---- profile (duration, kernel)"; cat "$OUT/profile_summary.txt"; }
+[ -f "$OUT/profile_summary.txt" ] && { echo "---- profile (duration, kernel)"; tail -60 "$OUT/profile_summary.txt"; }
 echo "---- summary"
 cat "$OUT/summary.txt"
