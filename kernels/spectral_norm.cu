@@ -8,67 +8,73 @@
 
 #define SN_THREADS 256
 #define SN_WARPS (SN_THREADS / 32)
-#define SN_TILE 32 /* columns (V jobs) or rows (SIGMA / U jobs) per block */
+#define SN_TILE 32      /* columns per block (V jobs) */
+#define SN_CHUNK 64     /* rows per block (V jobs): 8 per warp, all loads in flight */
 
-/* v_raw[c] = sum_r W[r, c] u[r] for the block's 32 columns: warp w takes rows w, w + 8, ...,
- * lane l column c0 + l (each warp reads 128 contiguous bytes of a row). */
-static __device__ void job_colpass(const fhd__sn_job &J, uint32_t t) {
-    __shared__ float part[SN_WARPS][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const uint32_t c = t * SN_TILE + lane;
+/* z[r] = sum_c W[r, c] v[c] of the block's row r = 8 t + warp (one warp per row, every lane's
+ * loads issued before the first add, 16-byte loads when k % 4 == 0 and W, v are 16-byte
+ * aligned); the full sum is returned to every lane of the warp (0 past the last row). */
+static __device__ float row_dot(const fhd__sn_job &J, uint32_t r) {
+    const int lane = threadIdx.x & 31;
     float acc = 0.0f;
-    if (c < J.k)
-#pragma unroll 8
-        for (uint32_t r = warp; r < J.m; r += SN_WARPS)
-            acc += J.W[(size_t)r * J.k + c] * J.u[r];
-    part[warp][lane] = acc;
-    __syncthreads();
-    if (warp == 0 && c < J.k) {
-        float s = 0.0f;
-        for (int w = 0; w < SN_WARPS; w++)
-            s += part[w][lane];
-        J.scratch[c] = s;
-    }
-}
-
-/* z[r] = sum_c W[r, c] v[c] for the block's 32 rows (warp w: rows w, w + 8, w + 16, w + 24);
- * returns, in thread 0, the block's sum of u[r] * z[r] in double when want_dot. */
-static __device__ double job_rowpass(const fhd__sn_job &J, uint32_t t, bool write_z,
-                                     bool want_dot) {
-    __shared__ double wdot[SN_WARPS];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    double dot = 0.0;
-    for (uint32_t rr = warp; rr < SN_TILE; rr += SN_WARPS) {
-        const uint32_t r = t * SN_TILE + rr;
-        if (r >= J.m)
-            break;
+    if (r < J.m) {
         const float *row = J.W + (size_t)r * J.k;
-        float acc = 0.0f;
+        if ((J.k & 3u) == 0 && ((reinterpret_cast<uintptr_t>(J.W) | reinterpret_cast<uintptr_t>(J.v)) & 15u) == 0) {
+            const float4 *r4 = reinterpret_cast<const float4 *>(row);
+            const float4 *v4 = reinterpret_cast<const float4 *>(J.v);
+            const uint32_t n4 = J.k / 4;
+            for (uint32_t c0 = lane; c0 < n4; c0 += 4 * 32) {
+                float4 w[4], x[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const uint32_t c = c0 + i * 32;
+                    w[i] = c < n4 ? __ldg(r4 + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+                    x[i] = c < n4 ? __ldcg(v4 + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    acc += w[i].x * x[i].x + w[i].y * x[i].y + w[i].z * x[i].z + w[i].w * x[i].w;
+            }
+        } else {
 #pragma unroll 8
-        for (uint32_t c = lane; c < J.k; c += 32)
-            acc += row[c] * J.v[c];
-        acc = fhd_warp_sum(acc);
-        if (lane == 0) {
-            if (write_z)
-                J.scratch[r] = acc;
-            if (want_dot)
-                dot += (double)J.u[r] * acc;
+            for (uint32_t c = lane; c < J.k; c += 32)
+                acc += __ldg(row + c) * __ldcg(J.v + c);
         }
     }
-    if (!want_dot)
-        return 0.0;
-    if (lane == 0)
-        wdot[warp] = dot;
-    __syncthreads();
-    double s = 0.0;
-    if (threadIdx.x == 0)
-        for (int w = 0; w < SN_WARPS; w++)
-            s += wdot[w];
-    return s;
+    return fhd_warp_sum(acc);
 }
 
-/* x[i] = raw[i] * (float)(1 / max(|raw|, 1e-12)) over n elements, by the whole block; returns
- * the block-wide sum of squares of the result's source (double) to every thread. */
+/* Partial column sums of W^T u for the block's tile of 32 columns and chunk of 64 rows: lane =
+ * column, warp w = rows 64 q + w + 8 i, eight loads of W and u in flight; the 8 warps' sums in
+ * order into part[q][c]. */
+static __device__ void col_chunk(const fhd__sn_job &J, uint32_t tile, uint32_t q, float *part) {
+    __shared__ float red[SN_WARPS][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const uint32_t c = tile * SN_TILE + lane;
+    float acc = 0.0f;
+    if (c < J.k) {
+        float w[SN_CHUNK / SN_WARPS], u[SN_CHUNK / SN_WARPS];
+#pragma unroll
+        for (int i = 0; i < SN_CHUNK / SN_WARPS; i++) {
+            const uint32_t r = q * SN_CHUNK + warp + i * SN_WARPS;
+            w[i] = r < J.m ? __ldg(J.W + (size_t)r * J.k + c) : 0.0f;
+            u[i] = r < J.m ? __ldcg(J.u + r) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < SN_CHUNK / SN_WARPS; i++)
+            acc += w[i] * u[i];
+    }
+    red[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0 && c < J.k) {
+        float t = 0.0f;
+        for (int g = 0; g < SN_WARPS; g++)
+            t += red[g][lane];
+        part[(size_t)q * J.k + c] = t;
+    }
+}
+
+/* x[i] = raw[i] * (float)(1 / max(|raw|, 1e-12)) over n elements, by the whole block. */
 static __device__ void normalize_into(float *x, const float *raw, uint32_t n, double *scratch) {
     double s = 0.0;
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -82,8 +88,13 @@ static __device__ void normalize_into(float *x, const float *raw, uint32_t n, do
         x[i] = __ldcg(raw + i) * inv;
 }
 
+static __device__ __forceinline__ uint32_t v_chunks(const fhd__sn_job &J) {
+    return (uint32_t)fhd_cdiv(J.m, SN_CHUNK);
+}
+
 __global__ void __launch_bounds__(SN_THREADS) fhd_sn_kernel(const __grid_constant__ fhd__sn_args a) {
     __shared__ double red[32];
+    __shared__ double wdot[SN_WARPS];
     uint32_t ji = 0;
     while (ji < a.njobs && blockIdx.x >= a.job[ji].block0 + a.job[ji].nblocks)
         ji++;
@@ -91,14 +102,26 @@ __global__ void __launch_bounds__(SN_THREADS) fhd_sn_kernel(const __grid_constan
         return; /* padding block of a tiny grid */
     const fhd__sn_job &J = a.job[ji];
     const uint32_t t = blockIdx.x - J.block0;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     if (J.mode == SN_JOB_U) { /* u = normalize(W v) */
-        job_rowpass(J, t, true, false);
+        const uint32_t r = t * SN_WARPS + warp;
+        const float z = row_dot(J, r);
+        if (lane == 0 && r < J.m)
+            J.scratch[r] = z;
         if (fhd_last_block_done(J.done, J.nblocks))
             normalize_into(J.u, J.scratch, J.m, red);
-    } else if (J.mode == SN_JOB_SIGMA) {
-        double d = job_rowpass(J, t, false, true);
-        if (threadIdx.x == 0)
-            J.partial[t] = d;
+    } else if (J.mode == SN_JOB_SIGMA) { /* sigma = u . (W v) with the stored vectors */
+        const uint32_t r = t * SN_WARPS + warp;
+        const float z = row_dot(J, r);
+        if (lane == 0)
+            wdot[warp] = r < J.m ? (double)__ldcg(J.u + r) * z : 0.0;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double s = 0.0;
+            for (int w = 0; w < SN_WARPS; w++)
+                s += wdot[w];
+            J.partial[t] = s;
+        }
         if (fhd_last_block_done(J.done, J.nblocks) && threadIdx.x < 32) {
             const double s = fhd_warp_sum_strided(J.partial, J.nblocks, 1);
             if (threadIdx.x == 0) {
@@ -108,8 +131,19 @@ __global__ void __launch_bounds__(SN_THREADS) fhd_sn_kernel(const __grid_constan
             }
         }
     } else { /* SN_JOB_V: v = normalize(W^T u), sigma = u . (W v) = (W^T u) . v */
-        job_colpass(J, t);
+        const uint32_t tiles = (uint32_t)fhd_cdiv(J.k, SN_TILE);
+        float *part = J.scratch + (J.m > J.k ? J.m : J.k); /* (chunks, k) */
+        col_chunk(J, t % tiles, t / tiles, part);
         if (fhd_last_block_done(J.done, J.nblocks)) {
+            /* W^T u: the chunks' partials per column, in chunk order */
+            const uint32_t nch = v_chunks(J);
+            for (uint32_t c = threadIdx.x; c < J.k; c += blockDim.x) {
+                float sum = 0.0f;
+                for (uint32_t q = 0; q < nch; q++)
+                    sum += __ldcg(part + (size_t)q * J.k + c);
+                J.scratch[c] = sum;
+            }
+            __syncthreads();
             normalize_into(J.v, J.scratch, J.k, red);
             __syncthreads(); /* v complete before the dot */
             double dot = 0.0, vv = 0.0;
@@ -137,8 +171,14 @@ __global__ void __launch_bounds__(SN_THREADS) fhd_sn_kernel(const __grid_constan
     }
 }
 
+uint64_t fhd__cuda_sn_scratch_floats(uint32_t m, uint32_t k) {
+    return (uint64_t)(m > k ? m : k) + fhd_cdiv(m, SN_CHUNK) * (uint64_t)k;
+}
+
 uint32_t fhd__cuda_sn_job_blocks(uint32_t mode, uint32_t m, uint32_t k) {
-    return (uint32_t)fhd_cdiv(mode == SN_JOB_V ? k : m, SN_TILE);
+    if (mode == SN_JOB_V)
+        return (uint32_t)(fhd_cdiv(k, SN_TILE) * fhd_cdiv(m, SN_CHUNK));
+    return (uint32_t)fhd_cdiv(m, SN_WARPS);
 }
 
 void fhd__cuda_sn_plan(fhd__sn_args *a) {

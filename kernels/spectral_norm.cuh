@@ -3,13 +3,17 @@
  *
  * A launch runs a list of jobs, each a set of blocks working on one matrix W (m, k). The power
  * iteration follows torch.nn.utils.parametrizations.spectral_norm: u first, then v.
- *   SN_JOB_U       u = normalize(W v): blocks over 32-row tiles; the job's last block normalises
- *                  (power iteration, first half; online layers)
+ *   SN_JOB_U       u = normalize(W v): one warp per row (8 rows a block); the job's last block
+ *                  normalises (power iteration, first half; online layers)
  *   SN_JOB_SIGMA   sigma = u . (W v) with the stored vectors (target layers each update; the
- *                  online layers for act): blocks over 32-row tiles, per-block partial dots,
- *                  the job's last block sums them
+ *                  online layers for act): one warp per row, per-block partial dots, the job's
+ *                  last block sums them
  *   SN_JOB_V       r = W^T u, v = normalize(r), sigma = u . (W v) = r . v (second half), and
- *                  |u|^2, |v|^2 for the gradient
+ *                  |u|^2, |v|^2 for the gradient: blocks over 32-column tiles x 64-row chunks
+ *                  (every load of a thread in flight at once), the job's last block sums the
+ *                  chunks' partials per column and normalises
+ * Each job is latency-bound (a matrix of at most a few MB): the work is spread over as many
+ * blocks as the matrix allows, and each thread issues all its loads before using any.
  * A training update launches [U for online layers + SIGMA for target layers], then [V for online
  * layers]: two launches whatever the number of layers. The forward and backward GEMMs consume
  * 1/sigma as their alpha (cuBLASLt device pointer mode), so W / sigma is never materialised.
@@ -27,7 +31,8 @@ enum { SN_JOB_V = 0, SN_JOB_SIGMA = 1, SN_JOB_U = 2 };
 typedef struct fhd__sn_job {
     const float *W;       /* (m, k) raw weight */
     float *u, *v;         /* (m), (k) power-iteration vectors (updated by V / U jobs) */
-    float *scratch;       /* (max(m, k)) unnormalised vector (U / V jobs) */
+    float *scratch;       /* (fhd__cuda_sn_scratch_floats) unnormalised vector, then the V
+                           * job's per-chunk column partials */
     float *sigma;         /* (1) out: sigma (SIGMA / V jobs) */
     float *inv_sigma;     /* (1) out: 1 / sigma (SIGMA / V jobs) */
     float *norms;         /* (2) out, V jobs: |u|^2, |v|^2 after the iteration (SN gradient) */
@@ -44,6 +49,9 @@ typedef struct fhd__sn_args {
     uint32_t nblocks; /* total grid */
 } fhd__sn_args;
 
+/* Floats of scratch a normalised (m, k) layer needs: max(m, k) for the unnormalised vector,
+ * then the column pass's per-chunk partials. */
+uint64_t fhd__cuda_sn_scratch_floats(uint32_t m, uint32_t k);
 /* Blocks a job of this mode and shape needs. */
 uint32_t fhd__cuda_sn_job_blocks(uint32_t mode, uint32_t m, uint32_t k);
 /* Fill block0 / nblocks of every job and the total grid (>= 2 blocks). */

@@ -233,7 +233,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     for (uint32_t l = 0; l < lo->L; l++)
         if (lo->layers[l].sn) {
             const uint32_t m = lo->layers[l].out, k = lo->layers[l].in;
-            scr += m > k ? m : k;
+            scr += fhd__cuda_sn_scratch_floats(m, k);
             sigma_blocks += fhd__cuda_sn_job_blocks(SN_JOB_SIGMA, m, k);
         }
     plan_add(p, &b->sn_scratch, scr * f, MEM_DEVICE, G_WORK);

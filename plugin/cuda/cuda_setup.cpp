@@ -72,7 +72,7 @@ static void prepare_sn(fhd__backend *b) {
         e.done = cnt + 3 * FHD_MAX_HIDDEN_LAYERS + j;
         b->a_sn_eval.job[b->a_sn_eval.njobs++] = e;
         poff += fhd__cuda_sn_job_blocks(SN_JOB_SIGMA, m, k);
-        scr += m > k ? m : k;
+        scr += fhd__cuda_sn_scratch_floats(m, k);
         j++;
     }
     for (uint32_t i = 0; i < j; i++)
