@@ -8,7 +8,8 @@
  * final wait is noise). Prints the median and the minimum over the repetitions, and the act
  * latency (greedy actions for 1 and 256 observations, host to host).
  *
- *   cuda_bench [NAME ...]     NAME in B1 B1-sn B2-fp32 B2-tf32 B3 C0 (default: all)
+ *   cuda_bench [NAME ...]     NAME in B1 B1-sn B2-fp32 B2-tf32f B2-tf32 B3 C0 (default: all;
+ *                             B2-tf32f: tf32_forward)
  * With FHD_BENCH_QUICK set, only the fill and 50 warm-up updates run (for a profiler).
  * With FHD_BENCH_TRACE set, the kernels of 8 updates after the warm-up are also recorded with
  * CUPTI (real start and end times inside the graph, nothing serialised) and the last complete
@@ -39,6 +40,9 @@ static const bench benches[] = {
               "\"batch_size\": 256, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\"}"},
     {"B2-fp32", "{" COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "
                 "\"batch_size\": 8192, \"replay_capacity\": 1048576}"},
+    {"B2-tf32f", "{" COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "
+                 "\"batch_size\": 8192, \"replay_capacity\": 1048576, \"matmul_precision\": "
+                 "\"tf32_forward\"}"},
     {"B2-tf32", "{" COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "
                 "\"batch_size\": 8192, \"replay_capacity\": 1048576, \"matmul_precision\": "
                 "\"tf32\"}"},
