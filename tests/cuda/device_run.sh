@@ -40,6 +40,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   run parity 120 "$T/test_cuda_parity"
   run long 60 "$T/test_cuda_long"
   run checkpoint 45 "$T/test_cuda_checkpoint"
+  run threads 150 "$T/test_cuda_threads"
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   LOG=bench.log
