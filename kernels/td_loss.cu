@@ -1,12 +1,12 @@
 /* td_loss.cu - fused head combine, TD target, loss, dL/dQ, head-combine backward, importance
- * weights and priority update (see td_loss.cuh). Float formulas use uncontracted operations
- * where the CPU reference mixes * and +, so that equal inputs give equal outputs. */
+ * weights, new priorities, the fused head dx, and the priority update kernel (see
+ * td_loss.cuh). Float formulas use uncontracted operations where the CPU reference mixes * and
+ * +, so that equal inputs give equal outputs. */
 #include <math.h>
 
 #include "common.cuh"
 #include "priority.h"
 #include "td_loss.cuh"
-
 
 /* Mean advantage of branch d of one head row (dueling), summed in action order as the CPU. */
 static __device__ __forceinline__ float branch_mean(const float *o, const fhd__loss_args &a,
@@ -35,8 +35,8 @@ static __device__ __forceinline__ float q_of(const float *o, const fhd__loss_arg
  * integer delta up the tree. A slot's ancestors near the root are shared by many rows, and
  * atomics on one address serialise: the lanes that share a node are neighbours (the indices
  * are sorted), so one prefix sum over the warp gives each run's total, and one lane per node
- * adds it. Integer
- * adds commute (modulo 2^64), so the tree equals the CPU's sequential fhd__sumtree_set_batch. */
+ * adds it. Integer adds commute (modulo 2^64), so the tree equals the CPU's sequential
+ * fhd__sumtree_set_batch. */
 static __device__ __forceinline__ void update_priorities(const fhd__loss_args &a, uint32_t i,
                                                          bool valid, uint64_t p) {
     const uint32_t lane = threadIdx.x & 31;
