@@ -6,7 +6,7 @@
 #include "linear.cuh"
 
 /* Counters (last-block-done) in b->counters. */
-enum { CNT_SAMPLE = 0, CNT_LOSS = 1, CNT_NORM = 2, CNT_ADAM = 3, CNT_SN = 4 };
+enum { CNT_LOSS = 0, CNT_NORM = 1, CNT_ADAM = 2, CNT_SN = 3 };
 #define CNT_SN_COUNT (4 * FHD_MAX_HIDDEN_LAYERS)
 static_assert(CNT_SN + CNT_SN_COUNT <= 64, "counters: 64 allocated");
 
