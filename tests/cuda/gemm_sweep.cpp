@@ -1,8 +1,9 @@
 /* gemm_sweep.cpp - every cuBLASLt algorithm the heuristic offers for each GEMM of the update of
  * the DESIGN.md presets, timed on random data (not a test: a measurement that informs how
  * cuda_gemm.cpp picks algorithms). For each call site: the candidates in the heuristic's order
- * with tile id, stages, split-K, median microseconds over 50 launches (after 10), and whether
- * the output equals the first candidate's bit for bit.
+ * with tile id, stages, split-K, median microseconds per GEMM (20 launches replayed as one
+ * captured graph, 15 repetitions after 3), and whether the output equals the first
+ * candidate's bit for bit.
  *
  *   gemm_sweep [PRESET ...]     PRESET in B1 B3 B2 B2-tf32 (default: all)
  */
@@ -103,15 +104,26 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
         cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk,
                                              sizeof sk, &wr);
         float *out = i == 0 ? ref : C;
-        /* 20 back-to-back launches between two events (one launch alone would time the
-         * launch latency), 15 repetitions after 3 */
+        /* 20 launches captured into one graph and timed as graph replays (eager launches
+         * measure the host's launch path, ~11 us a call, not the kernel), 15 repetitions
+         * after 3 */
         std::vector<float> t(15);
-        bool ok = true;
-        for (int r = 0; r < 18 && ok; r++) {
-            CK(cudaEventRecord(e0, st));
+        bool ok = cublasLtMatmul(lt, desc, &one, A, la, B, lb, &zero, out, lc, out, lc,
+                                 &res[i].algo, ws, wsb, st) == CUBLAS_STATUS_SUCCESS;
+        CK(cudaStreamSynchronize(st));
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        if (ok) {
+            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
             for (int k = 0; k < 20 && ok; k++)
                 ok = cublasLtMatmul(lt, desc, &one, A, la, B, lb, &zero, out, lc, out, lc,
                                     &res[i].algo, ws, wsb, st) == CUBLAS_STATUS_SUCCESS;
+            CK(cudaStreamEndCapture(st, &graph));
+            ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+        }
+        for (int r = 0; r < 18 && ok; r++) {
+            CK(cudaEventRecord(e0, st));
+            CK(cudaGraphLaunch(exec, st));
             CK(cudaEventRecord(e1, st));
             CK(cudaEventSynchronize(e1));
             float ms;
@@ -119,6 +131,10 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
             if (r >= 3)
                 t[r - 3] = ms * 1000.0f / 20.0f;
         }
+        if (exec)
+            cudaGraphExecDestroy(exec);
+        if (graph)
+            cudaGraphDestroy(graph);
         if (!ok) {
             printf("  #%-2d failed to run\n", i);
             continue;
