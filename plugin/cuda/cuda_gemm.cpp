@@ -151,6 +151,11 @@ int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s) {
 }
 
 int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, void *workspace) {
+    if (g->narrow) {
+        FHD_CK(b, fhd__cuda_narrow_linear(g->C, g->ld, g->B, g->ldb, g->A, g->bias, g->alpha,
+                                          g->rows, g->in, g->out, stream));
+        return FHD_OK;
+    }
     FHD_CKB(b, cublasLtMatmul(b->lt, g->desc, g->alpha, g->A, g->la, g->B, g->lb, b->d_zero, g->C,
                               g->lc, g->C, g->lc, &g->algo, workspace, FHD_CUDA_WORKSPACE_BYTES,
                               stream));
@@ -180,5 +185,23 @@ int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t 
     s.alpha = alpha;
     s.epilogue = l < b->lo.L ? FHD_EPI_BIAS_RELU : FHD_EPI_BIAS;
     s.bias = base + ly->b_off;
+    if (l == b->lo.L && ly->out <= FHD_NARROW_MAX_OUT &&
+        (uint64_t)rows * ly->in <= FHD_NARROW_MAX_X) {
+        /* a head of a few outputs: cuBLASLt's tiles would be mostly padding (see linear.cuh) */
+        memset(g, 0, sizeof(*g));
+        g->narrow = 1;
+        g->A = s.A;
+        g->B = x;
+        g->C = y;
+        g->alpha = alpha;
+        g->bias = s.bias;
+        g->rows = rows;
+        g->out = ly->out;
+        g->in = ly->in;
+        g->ld = s.ldc;
+        g->ldb = s.ldb;
+        g->ready = 1;
+        return FHD_OK;
+    }
     return fhd__gemm_plan(b, g, &s);
 }

@@ -83,6 +83,10 @@ typedef struct fhd__gemm {
     const float *bias;
     uint32_t rows, out, ld;
     int relu, fallback;
+    /* a head's forward by fhd__cuda_narrow_linear instead of cuBLASLt (no descriptors then):
+     * C = alpha (B A^T) + bias with B (rows, in; ld ldb), A (out, in) */
+    int narrow;
+    uint32_t in, ldb;
     int ready;
 } fhd__gemm;
 
