@@ -117,17 +117,18 @@ static __device__ __forceinline__ void stage_rows(float *dst, const float *src, 
 /* dz_below rows [r0, r0 + nrows) = alpha (dout W_head) * (h_below > 0), from the block's dout
  * rows in shared memory; thread j takes columns j, j + blockDim.x, ..., reads its column of
  * W_head straight from global memory (each element is used by one thread of the block: nothing
- * to share), eight loads in flight, keeps the 32 rows' accumulators in registers (k in order,
- * as a GEMM's inner product), and writes the column sums of its dz values, in row order, as
- * this block's bias-gradient partials. */
+ * to share), eight loads in flight, keeps the block's rows' accumulators in registers (k in
+ * order, as a GEMM's inner product), and writes the column sums of its dz values, in row order,
+ * as this block's bias-gradient partials. */
+template <int ROWS>
 static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, const float *s_out,
                                                      uint32_t r0, uint32_t nrows) {
     const uint32_t H = a.H, HO = a.HO, HOp = a.HOp;
     const float alpha = *a.alpha;
     for (uint32_t j = threadIdx.x; j < H; j += blockDim.x) {
-        float acc[FHD_LOSS_ROWS], hb[FHD_LOSS_ROWS];
+        float acc[ROWS], hb[ROWS];
 #pragma unroll
-        for (int r = 0; r < FHD_LOSS_ROWS; r++) { /* the mask's loads go out first */
+        for (int r = 0; r < ROWS; r++) { /* the mask's loads go out first */
             acc[r] = 0.0f;
             hb[r] = (uint32_t)r < nrows ? __ldg(a.h_below + (size_t)(r0 + r) * H + j) : 0.0f;
         }
@@ -141,13 +142,13 @@ static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, co
                 if (k0 + k >= HO)
                     break;
 #pragma unroll
-                for (int r = 0; r < FHD_LOSS_ROWS; r++)
+                for (int r = 0; r < ROWS; r++)
                     acc[r] = fmaf(s_out[r * HOp + k0 + k], w[k], acc[r]);
             }
         }
         float colsum = 0.0f;
 #pragma unroll
-        for (int r = 0; r < FHD_LOSS_ROWS; r++) {
+        for (int r = 0; r < ROWS; r++) {
             if ((uint32_t)r < nrows) {
                 const float v = hb[r] > 0.0f ? alpha * acc[r] : 0.0f;
                 a.dz_below[(size_t)(r0 + r) * H + j] = v;
@@ -158,26 +159,38 @@ static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, co
     }
 }
 
+/* One block per ROWS batch rows. The per-row work is spread over the branches: thread t takes
+ * row t / DT and branches t % DT, t % DT + DT, ... (DT = min(D, blockDim / ROWS)). Three
+ * phases separated by barriers, each row's cross-branch sums taken in branch order from shared
+ * memory (as the CPU's loops): the branches' target terms (and the row's importance weight),
+ * then y and each branch's loss, dL/dQ and head-combine backward, then the row's V gradient and
+ * new priority. */
+template <int ROWS>
 __global__ void __launch_bounds__(FHD_LOSS_THREADS)
     fhd_td_loss_kernel(const __grid_constant__ fhd__loss_args a) {
-    /* staged: on | sel | tgt | dout, FHD_LOSS_ROWS x HOp each */
-    extern __shared__ float tile[];
+    /* dynamic: [staged: on | sel | tgt | dout, ROWS x HOp each] then the row scratch:
+     * target terms, |delta| and gradient sums (ROWS x D each), importance weights (ROWS) */
+    extern __shared__ float smem[];
     __shared__ double red[4 * 32];
-    const uint32_t r0 = blockIdx.x * FHD_LOSS_ROWS;
-    const uint32_t nrows = r0 < a.B ? (a.B - r0 < FHD_LOSS_ROWS ? a.B - r0 : FHD_LOSS_ROWS) : 0;
-    const uint32_t t = threadIdx.x, i = r0 + t;
+    const uint32_t r0 = blockIdx.x * ROWS;
+    const uint32_t nrows = r0 < a.B ? (a.B - r0 < ROWS ? a.B - r0 : ROWS) : 0;
     const uint32_t D = a.D, HO = a.HO, HOs = a.HOs, HOp = a.HOp, base = a.dueling ? 1u : 0u;
     const bool staged = HOp != 0;
     const bool sel_is_tgt = a.head_sel == a.head_tgt;
-    float *s_on = tile, *s_sel = tile + FHD_LOSS_ROWS * HOp, *s_tgt = s_sel + FHD_LOSS_ROWS * HOp;
-    float *s_out = s_tgt + FHD_LOSS_ROWS * HOp;
+    float *s_on = smem, *s_sel = smem + ROWS * HOp, *s_tgt = s_sel + ROWS * HOp;
+    float *s_out = s_tgt + ROWS * HOp;
     if (sel_is_tgt)
         s_sel = s_tgt;
+    float *s_tq = smem + (staged ? 4 * ROWS * HOp : 0), *s_ad = s_tq + ROWS * D;
+    float *s_gs = s_ad + ROWS * D, *s_w = s_gs + ROWS * D;
+    const uint32_t DT = D < blockDim.x / ROWS ? D : blockDim.x / ROWS;
+    const uint32_t t = threadIdx.x, r = t / DT, j = t - r * DT;
+    const bool row = t < ROWS * DT && r < nrows;
+    const uint32_t i = r0 + r;
     /* this row's batch entries, loaded now so that they arrive while the tiles are staged */
-    const bool row = t < nrows;
     const float r_ret = row ? a.ret[i] : 0.0f, r_disc = row ? a.disc[i] : 0.0f;
-    const float r_w = row && a.w_in ? a.w_in[i] : 1.0f;
-    const uint64_t r_q = row && a.prioritized ? a.q_samp[i] : 1;
+    const float r_w = row && j == 0 && a.w_in ? a.w_in[i] : 1.0f;
+    const uint64_t r_q = row && j == 0 && a.prioritized ? a.q_samp[i] : 1;
     const uint64_t upd = a.st->updates;
     /* the batch minimum of the sampled priorities, from the sampling blocks' minima */
     __shared__ unsigned long long s_qmin;
@@ -208,14 +221,12 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
     float beta = 0.0f;
     if (a.prioritized)
         beta = fhd__beta_at(a.beta0, a.beta_steps, upd);
-    if (t < nrows) {
-        const float *on = staged ? s_on + t * HOp : a.head_on + (size_t)i * HOs;
-        const float *sel = staged ? s_sel + t * HOp : a.head_sel + (size_t)i * HOs;
-        const float *tg = staged ? s_tgt + t * HOp : a.head_tgt + (size_t)i * HOs;
-        float *go = staged ? s_out + t * HOp : a.dout + (size_t)i * HOs;
-        /* fhd__td_target */
-        float acc = 0.0f;
-        for (uint32_t d = 0; d < D; d++) {
+    const float *on = staged ? s_on + r * HOp : a.head_on + (size_t)i * HOs;
+    const float *sel = staged ? s_sel + r * HOp : a.head_sel + (size_t)i * HOs;
+    const float *tg = staged ? s_tgt + r * HOp : a.head_tgt + (size_t)i * HOs;
+    float *go = staged ? s_out + r * HOp : a.dout + (size_t)i * HOs;
+    if (row) { /* fhd__td_target's terms: each branch's target value at its argmax */
+        for (uint32_t d = j; d < D; d += DT) {
             const float ms = branch_mean(sel, a, d);
             uint32_t best = 0;
             float bq = q_of(sel, a, d, 0, ms);
@@ -226,30 +237,39 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
                     bq = qk;
                 }
             }
-            acc += q_of(tg, a, d, best, branch_mean(tg, a, d));
+            s_tq[r * D + d] = q_of(tg, a, d, best, branch_mean(tg, a, d));
         }
+        if (j == 0) { /* importance weight */
+            float w = 1.0f;
+            if (a.w_in) {
+                w = r_w;
+            } else if (a.prioritized) {
+                const double ratio = (double)s_qmin / (double)r_q;
+                w = (float)fhd__det_pow(ratio, (double)beta);
+            }
+            s_w[r] = w;
+            a.w_out[i] = w;
+        }
+    }
+    __syncthreads();
+    if (row) {
+        float acc = 0.0f;
+        for (uint32_t d = 0; d < D; d++)
+            acc += s_tq[r * D + d];
         const float yi = FHD_FADD(r_ret, FHD_FMUL(r_disc, acc / (float)D));
-        a.y[i] = yi;
-        /* importance weight */
-        float w = 1.0f;
-        if (a.w_in) {
-            w = r_w;
-        } else if (a.prioritized) {
-            const double ratio = (double)s_qmin / (double)r_q;
-            w = (float)fhd__det_pow(ratio, (double)beta);
-        }
-        a.w_out[i] = w;
+        const float w = s_w[r];
+        if (j == 0)
+            a.y[i] = yi;
         /* fhd__td_loss */
         const float scale = 1.0f / ((float)a.B * (float)D);
-        float tabs = 0.0f;
-        for (uint32_t d = 0; d < D; d++) {
+        for (uint32_t d = j; d < D; d += DT) {
             const uint32_t o = a.k_off[d], K = a.K[d];
             const float mon = branch_mean(on, a, d);
             const uint32_t at = (uint32_t)a.act[(size_t)i * D + d];
             const float qa = q_of(on, a, d, at, mon);
             const float delta = qa - yi;
             a.td[(size_t)i * D + d] = delta;
-            tabs += delta < 0 ? -delta : delta;
+            s_ad[r * D + d] = delta < 0 ? -delta : delta;
             s_abs += fabsf(delta);
             s_q += qa;
             float l, dl;
@@ -291,24 +311,32 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
                 for (uint32_t k = 0; k < K; k++)
                     go[base + o + k] = k == at ? g_taken : 0.0f;
             }
-        }
-        /* fhd__head_combine_backward (in place on the row) */
-        if (a.dueling) {
-            float dv = 0.0f;
-            for (uint32_t d = 0; d < D; d++) {
-                float *gd = go + 1 + a.k_off[d];
-                float s = 0.0f;
-                for (uint32_t k = 0; k < a.K[d]; k++)
-                    s += gd[k];
-                dv += s;
-                const float mean = s / (float)a.K[d];
-                for (uint32_t k = 0; k < a.K[d]; k++)
+            if (a.dueling) { /* fhd__head_combine_backward of this branch (in place) */
+                float *gd = go + 1 + o;
+                float sg = 0.0f;
+                for (uint32_t k = 0; k < K; k++)
+                    sg += gd[k];
+                s_gs[r * D + d] = sg;
+                const float mean = sg / (float)K;
+                for (uint32_t k = 0; k < K; k++)
                     gd[k] = gd[k] - mean;
             }
+        }
+    }
+    __syncthreads();
+    if (row && j == 0) { /* the row's sums over its branches, in branch order */
+        if (a.dueling) {
+            float dv = 0.0f;
+            for (uint32_t d = 0; d < D; d++)
+                dv += s_gs[r * D + d];
             go[0] = dv;
         }
-        if (a.prioritized) /* fhd__cuda_priority_update puts it in the tree */
+        if (a.prioritized) { /* fhd__cuda_priority_update puts it in the tree */
+            float tabs = 0.0f;
+            for (uint32_t d = 0; d < D; d++)
+                tabs += s_ad[r * D + d];
             a.prio_out[i] = fhd__prio_from_td(tabs / (float)D, a.per_alpha, a.per_eps);
+        }
     }
     /* per-block statistics */
     double sums[4] = {s_loss, s_abs, s_q, s_cql};
@@ -324,25 +352,25 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
     if (staged) { /* the fhd_block_sum4_d barriers above ordered the row writes */
         float *dst = a.dout + (size_t)r0 * HOs;
         for (uint32_t e = threadIdx.x; e < nrows * HO; e += blockDim.x) {
-            const uint32_t r = e / HO, c = e - r * HO;
-            dst[(size_t)r * HOs + c] = s_out[r * HOp + c];
+            const uint32_t rr = e / HO, c = e - rr * HO;
+            dst[(size_t)rr * HOs + c] = s_out[rr * HOp + c];
         }
     } /* direct mode: the barriers in fhd_block_sum4_d made the other rows' writes visible */
-    { /* warp w: columns w, w + 4, ...; lane l: row l, then the butterfly */
+    { /* warp w: columns w, w + 8, ...; lane l: rows l, l + 32, ..., then the butterfly */
         const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
         for (uint32_t c = warp; c < HO; c += nw) {
             float sum = 0.0f;
 #pragma unroll
-            for (uint32_t r = lane; r < FHD_LOSS_ROWS; r += 32)
-                if (r < nrows)
-                    sum += staged ? s_out[r * HOp + c] : a.dout[(size_t)(r0 + r) * HOs + c];
+            for (uint32_t rr = lane; rr < ROWS; rr += 32)
+                if (rr < nrows)
+                    sum += staged ? s_out[rr * HOp + c] : a.dout[(size_t)(r0 + rr) * HOs + c];
             sum = fhd_warp_sum(sum);
             if (lane == 0)
                 a.colpart[(size_t)blockIdx.x * HO + c] = sum;
         }
     }
     if (a.fuse_dx) /* dz_below = alpha dout W_head * (h > 0), and its column sums */
-        fused_head_dx(a, s_out, r0, nrows);
+        fused_head_dx<ROWS>(a, s_out, r0, nrows);
     if (fhd_last_block_done(a.done, gridDim.x)) {
         /* the 4 statistics, one warp each, over the blocks' partials in block order */
         const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -378,9 +406,17 @@ cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stre
     return cudaGetLastError();
 }
 
+uint32_t fhd__cuda_td_loss_rows(uint32_t B) {
+    return B <= FHD_LOSS_SMALL_BATCH ? 8u : 32u;
+}
+
 unsigned int fhd__cuda_td_loss_grid(uint32_t B) {
-    uint64_t g = fhd_cdiv(B, FHD_LOSS_ROWS);
+    uint64_t g = fhd_cdiv(B, fhd__cuda_td_loss_rows(B));
     return (unsigned int)(g < 2 ? 2 : g);
+}
+
+static const void *loss_kernel(uint32_t rows) {
+    return rows == 8 ? (const void *)fhd_td_loss_kernel<8> : (const void *)fhd_td_loss_kernel<32>;
 }
 
 cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
@@ -388,22 +424,29 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     if (e != cudaSuccess)
         return e;
+    const uint32_t rows = fhd__cuda_td_loss_rows(a->B);
     const uint64_t static_bytes = 4 * 32 * sizeof(double) + 64; /* red[], last-block flag */
+    const uint64_t scratch = (uint64_t)(3 * rows * a->D + rows) * sizeof(float);
     const uint32_t HOp = a->HO | 1u;
-    const uint64_t tiles = (uint64_t)4 * FHD_LOSS_ROWS * HOp * sizeof(float);
+    const uint64_t tiles = (uint64_t)4 * rows * HOp * sizeof(float);
     a->HOp = 0;
     a->fuse_dx = 0;
     a->smem_bytes = 0;
-    uint64_t bytes = 0;
-    if (tiles + static_bytes <= (uint64_t)optin) {
+    if (scratch + static_bytes > (uint64_t)optin)
+        return cudaErrorInvalidValue; /* FHD_LOSS_MAX_BRANCHES keeps this far away */
+    uint64_t bytes = scratch;
+    if (tiles + scratch + static_bytes <= (uint64_t)optin) {
         a->HOp = HOp;
-        bytes = tiles;
-        if (a->H > 0 && (uint64_t)a->HO * a->H <= FHD_LOSS_FUSE_MAX)
+        bytes += tiles;
+        /* the head's dx in the loss blocks: each block reads all of W_head (from L2) */
+        const uint64_t w = (uint64_t)a->HO * a->H;
+        if (a->H > 0 && w <= FHD_LOSS_FUSE_MAX &&
+            w * sizeof(float) * fhd__cuda_td_loss_grid(a->B) <= FHD_LOSS_FUSE_TRAFFIC)
             a->fuse_dx = 1;
     }
     if (bytes > 48u * 1024u) {
-        e = cudaFuncSetAttribute((const void *)fhd_td_loss_kernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+        e = cudaFuncSetAttribute(loss_kernel(rows), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)bytes);
         if (e != cudaSuccess)
             return e;
     }
@@ -412,8 +455,11 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
 }
 
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
-    fhd_td_loss_kernel<<<fhd__cuda_td_loss_grid(a->B), FHD_LOSS_THREADS, a->smem_bytes, stream>>>(
-        *a);
+    const unsigned grid = fhd__cuda_td_loss_grid(a->B);
+    if (fhd__cuda_td_loss_rows(a->B) == 8)
+        fhd_td_loss_kernel<8><<<grid, FHD_LOSS_THREADS, a->smem_bytes, stream>>>(*a);
+    else
+        fhd_td_loss_kernel<32><<<grid, FHD_LOSS_THREADS, a->smem_bytes, stream>>>(*a);
     return cudaGetLastError();
 }
 
@@ -421,7 +467,9 @@ cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
  * capture). */
 cudaError_t fhd__cuda_td_loss_preload(void) {
     cudaFuncAttributes fa;
-    cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)fhd_td_loss_kernel);
+    cudaError_t e = cudaFuncGetAttributes(&fa, loss_kernel(8));
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&fa, loss_kernel(32));
     if (e != cudaSuccess)
         return e;
     return cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel);

@@ -1,11 +1,13 @@
 /* td_loss.cuh - the fused loss kernel and the priority update (host-includable declarations).
  *
- * Loss kernel: each block takes FHD_LOSS_ROWS consecutive batch rows. When the three
+ * Loss kernel: each block takes fhd__cuda_td_loss_rows(B) consecutive batch rows (8 for small
+ * batches, so that the work spreads over more SMs; 32 above FHD_LOSS_SMALL_BATCH). When the three
  * head-output tiles fit in shared memory (staged mode, heads up to ~200 outputs), the block
  * first copies them in with coalesced loads, so that the per-row work reads shared memory; larger
  * heads are read from global memory directly. The batch minimum of the sampled priorities comes
- * from the sampling blocks' minima. Then one thread per row does, in the order of the CPU
- * reference:
+ * from the sampling blocks' minima. Then the threads of a row (one per branch, up to
+ * 256 / rows) do, in the order of the CPU reference, each branch's sums being taken in branch
+ * order:
  *   fhd__head_combine (dueling) of online(s), of the argmax source at s' and of target(s'),
  *   fhd__td_target (y), the importance weight w (PER: (q_min / q_i)^beta with fhd__det_pow,
  *   bit-identical to the CPU), fhd__td_loss (Huber/MSE + CQL, dL/dQ) and
@@ -13,8 +15,8 @@
  *   new quantised priority of its sample (prioritized replay).
  * The block writes its column sums of d(head outputs) (row order: the head bias gradient's
  * partials, summed by the optimiser's norm kernel) and its loss statistics; the last block sums
- * the statistics in block order (deterministic). For a small head (HO x H <= FHD_LOSS_FUSE_MAX)
- * the block also does the head's dx and the ReLU backward of the layer below (dz_below and its
+ * the statistics in block order (deterministic). For a small head (HO x H <= FHD_LOSS_FUSE_MAX,
+ * and all the blocks' reads of W_head <= FHD_LOSS_FUSE_TRAFFIC) the block also does the head's dx and the ReLU backward of the layer below (dz_below and its
  * bias-gradient partials), so the dx GEMM and the ReLU-backward kernel of that layer are not run.
  *
  * Priority update (its own kernel, on a branch beside the backward pass): the running maximum,
@@ -85,10 +87,13 @@ typedef struct fhd__loss_args {
     uint32_t smem_bytes;
 } fhd__loss_args;
 
-#define FHD_LOSS_ROWS 32     /* batch rows per block: one thread each */
-#define FHD_LOSS_THREADS 256 /* the other threads help with the tiles, column sums and dz */
-#define FHD_LOSS_FUSE_MAX 16384 /* largest HO x H whose dx is done inside the loss kernel */
+#define FHD_LOSS_THREADS 256 /* rows x branches for the row work; all for tiles, sums and dz */
+#define FHD_LOSS_SMALL_BATCH 4096 /* up to this batch, 8 rows per block (more blocks), else 32 */
+#define FHD_LOSS_FUSE_MAX 16384   /* largest HO x H whose dx is done inside the loss kernel */
+#define FHD_LOSS_FUSE_TRAFFIC (64u << 20) /* and W_head read by all the blocks, at most (bytes) */
 
+/* Batch rows per block (fhd__cuda_td_loss_rows) and blocks of the loss kernel. */
+uint32_t fhd__cuda_td_loss_rows(uint32_t B);
 unsigned int fhd__cuda_td_loss_grid(uint32_t B);
 /* Choose staged or direct mode for a's head size given the device's opt-in shared-memory limit
  * per block, and raise the kernel's limit when staging needs more than 48 KiB. Before any
