@@ -141,7 +141,7 @@ struct fhd__backend {
     cudaEvent_t ev_pre, ev_sample, ev_fork, ev_tgt, ev_dw, ev_loss, ev_prio, ev_dz[FHD_MAXL];
     cudaEvent_t ev_stage[2];
     cublasLtHandle_t lt;
-    void *ws_main, *ws_side;
+    void *ws_main, *ws_side, *ws_prio; /* cuBLASLt workspaces of s_main, s_side, s_prio */
 
     /* parameters and optimiser state */
     float *params;            /* (T + P): online [0, P), target [T, T + P) */

@@ -122,7 +122,7 @@ static void cuda_destroy(fhd__backend *b) {
                    b->sn_norms, b->sn_scratch, b->sn_partial, b->part_min, b->colpart,
                    b->statpart, b->opt_partial, b->clip, b->counters, b->d_one,
                    b->act_x, b->act_a, b->act_b, b->act_head, b->act_q, b->act_greedy,
-                   b->d_stage, b->ws_main, b->ws_side};
+                   b->d_stage, b->ws_main, b->ws_side, b->ws_prio};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             cudaFree(dev[i]);
@@ -262,6 +262,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->d_one, 2 * f, MEM_DEVICE, G_WORK);
     plan_add(p, &b->ws_main, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     plan_add(p, &b->ws_side, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->ws_prio, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     /* pinned host buffers */
     plan_add(p, &b->h_act_obs, R * S * f, MEM_PINNED, 0);
     plan_add(p, &b->h_act_q, R * KT * f, MEM_PINNED, 0);

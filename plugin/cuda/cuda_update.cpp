@@ -11,9 +11,9 @@
  *       -- join --
  *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, new priorities, and
  *       for a small head also dx through the head and the ReLU below it (dz of layer L - 1)
- *   s2  (prioritized) the new priorities into the sum tree, beside everything below
+ *   s2  (prioritized) the new priorities into the sum tree, then the head's dW GEMM
  *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
- *   s1  per layer: dW GEMM as soon as that layer's dz is ready
+ *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready
  *       -- join --
  *   s0  bias gradients from their per-block partials, gradient norm (+ SN gradient sums), then
  *       Adam + clip + SN correction + target update + counter increment: one cooperative
@@ -70,16 +70,20 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tgt, 0));
     const fhd__loss_args *la = train ? &b->a_loss_train : &b->a_loss_batch;
     FHD_CK(b, fhd__cuda_td_loss(la, s0));
-    if (la->prioritized) { /* the tree update on a third branch, joined before the optimiser */
-        FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
-        FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
+    /* a third branch: the tree update, then the head's dW GEMM, so that the dW GEMMs of the
+     * layers below (on s1) do not queue behind it; joined before the optimiser */
+    FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
+    FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
+    if (la->prioritized)
         FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
-        FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
-    }
+    FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[L], b->s_prio, b->ws_prio));
+    FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
     for (int l = (int)L; l >= 0; l--) {
-        FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));
-        FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_dz[l], 0));
-        FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], s1, b->ws_side));
+        if (l < (int)L) {
+            FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));
+            FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_dz[l], 0));
+            FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], s1, b->ws_side));
+        }
         if (l > 0 && !(l == (int)L && la->fuse_dx)) { /* fused: the loss kernel made dz[L - 1] */
             const fhd__layer *below = &lo->layers[l - 1];
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], s0, b->ws_main));
@@ -89,8 +93,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
     }
     FHD_CK(b, cudaEventRecord(b->ev_dw, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_dw, 0));
-    if (la->prioritized)
-        FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_prio, 0));
+    FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_prio, 0));
     if (b->opt_grid) {
         FHD_CK(b, fhd__cuda_opt_fused(&b->a_opt, b->opt_grid, s0));
     } else {
