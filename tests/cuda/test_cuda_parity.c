@@ -32,42 +32,56 @@ typedef struct variant {
     double tol_param1;     /* parameters after 1 update (relative to their norm) */
     double tol_param100;   /* parameters after 100 updates */
     int free_running;      /* do not copy priorities */
+    const char *sizes;     /* hidden, batch and replay keys; NULL: SIZES */
 } variant;
 
+#define SIZES "\"hidden\": [32, 48], \"batch_size\": 64, \"replay_capacity\": 512, "
 #define BASE                                                                                   \
-    "\"obs_dim\": 12, \"hidden\": [32, 48], \"batch_size\": 64, \"replay_capacity\": 512, "    \
+    "\"obs_dim\": 12, "                                                                         \
     "\"num_envs\": 4, \"seed\": 7, \"lr\": 0.001, \"max_grad_norm\": 1.0, "                    \
     "\"learning_starts\": 0, "
 
 static const variant variants[] = {
     {"plain", "\"actions\": [6], \"dueling\": false, \"double_dqn\": false, \"replay\": \"uniform\"",
-     "fp32", 1, {6}, 1e-5, 1e-4, 1e-5, 2e-4, 0},
+     "fp32", 1, {6}, 1e-5, 1e-4, 1e-5, 2e-4, 0, NULL},
     {"dueling", "\"actions\": [6], \"dueling\": true, \"double_dqn\": true, \"replay\": \"prioritized\"",
-     "fp32", 1, {6}, 1e-5, 1e-4, 1e-5, 2e-4, 0},
+     "fp32", 1, {6}, 1e-5, 1e-4, 1e-5, 2e-4, 0, NULL},
     {"dueling-free", "\"actions\": [6], \"dueling\": true, \"double_dqn\": true, \"replay\": \"prioritized\"",
-     "fp32", 1, {6}, 1e-5, 1e-4, 1e-5, 1e-3, 1},
+     "fp32", 1, {6}, 1e-5, 1e-4, 1e-5, 1e-3, 1, NULL},
     {"branching", "\"actions\": [3, 4, 5], \"dueling\": true, \"replay\": \"prioritized\", \"loss\": \"mse\"",
-     "fp32", 3, {3, 4, 5}, 1e-5, 1e-4, 1e-5, 2e-4, 0},
+     "fp32", 3, {3, 4, 5}, 1e-5, 1e-4, 1e-5, 2e-4, 0, NULL},
     {"spectral-norm", "\"actions\": [6], \"spectral_norm\": \"all\", \"replay\": \"prioritized\"",
-     "fp32", 1, {6}, 1e-5, 1e-4, 1e-5, 2e-4, 0},
+     "fp32", 1, {6}, 1e-5, 1e-4, 1e-5, 2e-4, 0, NULL},
     {"sn-last-cql", "\"actions\": [4, 4], \"spectral_norm\": \"last\", \"cql_alpha\": 0.5, "
      "\"replay\": \"prioritized\", \"double_dqn\": false",
-     "fp32", 2, {4, 4}, 1e-5, 1e-4, 1e-5, 2e-4, 0},
+     "fp32", 2, {4, 4}, 1e-5, 1e-4, 1e-5, 2e-4, 0, NULL},
     {"nstep-polyak-adamw", "\"actions\": [5], \"n_step\": 3, \"gamma\": 0.9, \"tau\": 0.05, "
      "\"target_update_interval\": 1, \"optimizer\": \"adamw\", \"weight_decay\": 0.01, "
      "\"replay\": \"prioritized\"",
-     "fp32", 1, {5}, 1e-5, 1e-4, 1e-5, 2e-4, 0},
+     "fp32", 1, {5}, 1e-5, 1e-4, 1e-5, 2e-4, 0, NULL},
     /* TF32: gradient rel ~5e-4 after one update (measured on H200); 100 updates of a chaotic
      * optimisation amplify that to ~3e-2 in the parameters and more in the SN vectors */
     {"tf32_forward", "\"actions\": [6], \"spectral_norm\": \"all\", \"replay\": \"prioritized\"",
-     "tf32_forward", 1, {6}, 3e-3, 3e-2, 1e-3, 8e-2, 0},
+     "tf32_forward", 1, {6}, 3e-3, 3e-2, 1e-3, 8e-2, 0, NULL},
     {"tf32", "\"actions\": [6], \"spectral_norm\": \"all\", \"replay\": \"prioritized\"",
-     "tf32", 1, {6}, 3e-3, 3e-2, 1e-3, 8e-2, 0},
+     "tf32", 1, {6}, 3e-3, 3e-2, 1e-3, 8e-2, 0, NULL},
+    /* a batch above FHD_LOSS_SMALL_BATCH (the loss kernel's 32-row blocks, one thread per row
+     * and branch) and a last hidden width that is not a multiple of 4 (the narrow head
+     * forward's scalar loads) */
+    {"large-batch", "\"actions\": [3, 4, 5], \"dueling\": true, \"replay\": \"prioritized\", "
+     "\"cql_alpha\": 0.1", "fp32", 3, {3, 4, 5}, 1e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"hidden\": [32, 47], \"batch_size\": 4160, \"replay_capacity\": 8192, "},
+    /* a head too large for the loss kernel's fused dx (HO x H > FHD_LOSS_FUSE_MAX): the head's
+     * dx GEMM and the ReLU-backward kernel, with partial tiles and row chunks; sums
+     * over 2052 terms: 2e-5 (priorities measured 2.7e-3 relative where |td| is near 0) */
+    {"wide-last", "\"actions\": [7], \"dueling\": true, \"replay\": \"prioritized\"", "fp32", 1,
+     {7}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"hidden\": [24, 2052], \"batch_size\": 100, \"replay_capacity\": 512, "},
 };
 
 static void make_json(char *buf, size_t cap, const variant *v, int cuda) {
-    snprintf(buf, cap, "{" BASE "%s, \"backend\": \"%s\", \"matmul_precision\": \"%s\"%s}", v->json,
-             cuda ? "cuda" : "cpu", cuda ? v->precision : "fp32",
+    snprintf(buf, cap, "{" BASE "%s%s, \"backend\": \"%s\", \"matmul_precision\": \"%s\"%s}",
+             v->sizes ? v->sizes : SIZES, v->json, cuda ? "cuda" : "cpu", cuda ? v->precision : "fp32",
              strstr(v->json, "target_update_interval") ? "" : ", \"target_update_interval\": 10");
 }
 
@@ -163,8 +177,17 @@ static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg, uint32_t N, double
         if (r > *max_rel)
             *max_rel = r;
     }
-    if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, pc) != FHD_OK) {
+    /* the running maximum with them: a raw priority write leaves it alone, and a copied
+     * priority may exceed the CUDA learner's own maximum by the last bits of its TD error */
+    fhd__backend_scalars sc, sg;
+    if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, pc) != FHD_OK ||
+        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK || Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
         printf("FAIL write priorities: %s\n", Lg->ops->error(Lg->be));
+        exit(1);
+    }
+    sg.max_priority_q = sc.max_priority_q;
+    if (Lg->ops->set_scalars(Lg->be, &sg) != FHD_OK) {
+        printf("FAIL set the running maximum: %s\n", Lg->ops->error(Lg->be));
         exit(1);
     }
     free(pc);
@@ -185,7 +208,9 @@ static void run_variant(const variant *v) {
     const uint32_t N = Lc->cfg.replay_capacity, S = Lc->lo.S, D = Lc->lo.D;
     const uint64_t P = Lc->lo.num_params, SN = Lc->lo.sn_size;
     fhd_learner *both[2] = {Lc, Lg};
-    ct_feed(both, 2, Lc->cfg.num_envs, S, D, v->K, 200, 1234);
+    /* at least 200 steps, and enough to fill the replay (and so hold a batch) */
+    const uint32_t steps = N / Lc->cfg.num_envs + 8 > 200 ? N / Lc->cfg.num_envs + 8 : 200;
+    ct_feed(both, 2, Lc->cfg.num_envs, S, D, v->K, steps, 1234);
 
     /* replay contents */
     double mx;
