@@ -1,6 +1,6 @@
 /* linear.cuh - the non-GEMM parts of fhd__linear_forward / fhd__linear_backward /
- * fhd__relu_backward (host-includable declarations). The GEMMs themselves go through
- * cuBLASLt (plugin/cuda/cuda_gemm.cpp).
+ * fhd__relu_backward, and the narrow head forward (host-includable declarations). The other
+ * GEMMs go through cuBLASLt (plugin/cuda/cuda_gemm.cpp).
  */
 #ifndef FHD_KERNELS_LINEAR_CUH
 #define FHD_KERNELS_LINEAR_CUH

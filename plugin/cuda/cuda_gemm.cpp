@@ -1,6 +1,7 @@
 /* cuda_gemm.cpp - cuBLASLt plans: fhd__linear_forward's GEMM (+ bias, ReLU epilogue) and the
  * GEMMs of fhd__linear_backward, each chosen once (descriptors, alignment, algorithm from the
- * heuristic) before the update is captured into a graph.
+ * heuristic) before the update is captured into a graph. A narrow head's forward (few outputs,
+ * a small batch) is planned as fhd__cuda_narrow_linear instead (kernels/linear.cuh).
  *
  * Row-major (PyTorch) tensors are column-major transposes, so with W (out, in), x (rows, in):
  *   forward  y^T (out, rows)  = W^T' x^T  : m = out, n = rows, k = in,  A = W (op T), B = x (op N)
