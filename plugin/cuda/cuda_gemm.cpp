@@ -7,8 +7,9 @@
  *   forward  y^T (out, rows)  = W^T' x^T  : m = out, n = rows, k = in,  A = W (op T), B = x (op N)
  *   dx^T (in, B)              = W^T dy^T  : m = in,  n = B,    k = out, A = W (op N), B = dy (op N)
  *   dW^T (in, out)            = x^T dy    : m = in,  n = out,  k = B,   A = x (op N), B = dy (op T)
- * Alpha and beta are device pointers (CUBLASLT_POINTER_MODE_DEVICE): alpha = 1/sigma of a
- * spectrally normalised layer is read by the GEMM itself, so W / sigma is never written.
+ * For a spectrally normalised layer alpha and beta are device pointers
+ * (CUBLASLT_POINTER_MODE_DEVICE): alpha = 1/sigma is read by the GEMM itself, so W / sigma is
+ * never written. Elsewhere alpha = 1 and beta = 0 are host scalars, baked into the graph.
  */
 #include <string.h>
 
@@ -45,7 +46,11 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     const int32_t opa = s->opa, opb = s->opb;
     FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    const int32_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+    /* alpha = 1 (no spectral norm on this layer) as a host scalar: with a device alpha the
+     * heuristic offers other kernels for some shapes (B2's 33-output head: an sm80 split-K
+     * kernel plus a separate epilogue, 67 us, against 32 us for the best host-mode one) */
+    g->host_alpha = s->alpha == b->d_one;
+    const int32_t pm = g->host_alpha ? CUBLASLT_POINTER_MODE_HOST : CUBLASLT_POINTER_MODE_DEVICE;
     FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
                                               sizeof pm));
     if (epi != FHD_EPI_NONE) {
@@ -157,9 +162,10 @@ int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, 
                                           g->rows, g->in, g->out, stream));
         return FHD_OK;
     }
-    FHD_CKB(b, cublasLtMatmul(b->lt, g->desc, g->alpha, g->A, g->la, g->B, g->lb, b->d_zero, g->C,
-                              g->lc, g->C, g->lc, &g->algo, workspace, FHD_CUDA_WORKSPACE_BYTES,
-                              stream));
+    static const float one = 1.0f, zero = 0.0f;
+    FHD_CKB(b, cublasLtMatmul(b->lt, g->desc, g->host_alpha ? &one : g->alpha, g->A, g->la, g->B,
+                              g->lb, g->host_alpha ? &zero : b->d_zero, g->C, g->lc, g->C, g->lc,
+                              &g->algo, workspace, FHD_CUDA_WORKSPACE_BYTES, stream));
     if (g->fallback)
         FHD_CK(b, fhd__cuda_bias_act(g->C, g->bias, g->rows, g->out, g->ld, g->relu, stream));
     return FHD_OK;

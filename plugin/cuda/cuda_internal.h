@@ -83,6 +83,7 @@ typedef struct fhd__gemm {
     const float *bias;
     uint32_t rows, out, ld;
     int relu, fallback;
+    int host_alpha; /* alpha = 1 passed as a host scalar (CUBLASLT_POINTER_MODE_HOST) */
     /* a head's forward by fhd__cuda_narrow_linear instead of cuBLASLt (no descriptors then):
      * C = alpha (B A^T) + bias with B (rows, in; ld ldb), A (out, in) */
     int narrow;
