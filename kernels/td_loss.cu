@@ -371,37 +371,43 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
     }
     if (a.fuse_dx) /* dz_below = alpha dout W_head * (h > 0), and its column sums */
         fused_head_dx<ROWS>(a, s_out, r0, nrows);
-    if (fhd_last_block_done(a.done, gridDim.x)) {
-        /* the 4 statistics, one warp each, over the blocks' partials in block order */
+    /* the statistics' sums over the blocks: fhd_priority_update_kernel, off the critical path */
+}
+
+/* On a branch of its own beside the backward pass, after the loss kernel: the new priorities
+ * into the tree, one thread per batch row (the next update's sampling is the first reader of
+ * the tree), and in block 0 the loss statistics, one warp each, over the loss blocks' partials
+ * in block order (deterministic). Done here rather than by the loss kernel's last block, the
+ * fence and counter of that pattern stay off the critical path. */
+__global__ void __launch_bounds__(PRIO_THREADS)
+    fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
+    static_assert(PRIO_THREADS >= 4 * 32, "a warp per statistic");
+    const uint32_t i = blockIdx.x * PRIO_THREADS + threadIdx.x;
+    if (blockIdx.x == 0) {
+        __shared__ double red[4];
         const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        __syncthreads(); /* red is free: every thread is past the block sums above */
         if (warp < 4) {
-            const double sum = fhd_warp_sum_strided(a.statpart + warp, gridDim.x, 4);
+            const double sum = fhd_warp_sum_strided(a.statpart + warp, a.loss_blocks, 4);
             if (lane == 0)
                 red[warp] = sum;
         }
         __syncthreads();
         if (threadIdx.x == 0) {
-            const double n = (double)a.B * D;
+            const double n = (double)a.B * a.D;
             a.st->loss = (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
             a.st->td_abs_mean = (float)(red[1] / n);
             a.st->q_mean = (float)(red[2] / n);
-            a.st->beta = beta;
+            a.st->beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, a.st->updates) : 0.0f;
         }
     }
-}
-
-/* The new priorities into the tree, one thread per batch row; on a branch of its own beside
- * the backward pass (the next update's sampling is the first reader of the tree). */
-__global__ void __launch_bounds__(PRIO_THREADS)
-    fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
-    const uint32_t i = blockIdx.x * PRIO_THREADS + threadIdx.x;
+    if (!a.prioritized)
+        return;
     const bool valid = i < a.B;
     update_priorities(a, i, valid, valid ? a.prio_out[i] : 0);
 }
 
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {
-    uint64_t g = fhd_cdiv(a->B, PRIO_THREADS);
+    uint64_t g = a->prioritized ? fhd_cdiv(a->B, PRIO_THREADS) : 2;
     fhd_priority_update_kernel<<<(unsigned)(g < 2 ? 2 : g), PRIO_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
@@ -432,6 +438,7 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     a->HOp = 0;
     a->fuse_dx = 0;
     a->smem_bytes = 0;
+    a->loss_blocks = fhd__cuda_td_loss_grid(a->B);
     if (scratch + static_bytes > (uint64_t)optin)
         return cudaErrorInvalidValue; /* FHD_LOSS_MAX_BRANCHES keeps this far away */
     uint64_t bytes = scratch;

@@ -14,15 +14,18 @@
  *   fhd__head_combine_backward, producing d(head outputs) (B, HO) for the head GEMMs, and the
  *   new quantised priority of its sample (prioritized replay).
  * The block writes its column sums of d(head outputs) (row order: the head bias gradient's
- * partials, summed by the optimiser's norm kernel) and its loss statistics; the last block sums
- * the statistics in block order (deterministic). For a small head (HO x H <= FHD_LOSS_FUSE_MAX,
- * and all the blocks' reads of W_head <= FHD_LOSS_FUSE_TRAFFIC) the block also does the head's dx and the ReLU backward of the layer below (dz_below and its
- * bias-gradient partials), so the dx GEMM and the ReLU-backward kernel of that layer are not run.
+ * partials, summed by the optimiser's norm kernel) and its loss statistics. For a small head
+ * (HO x H <= FHD_LOSS_FUSE_MAX, and all the blocks' reads of W_head <= FHD_LOSS_FUSE_TRAFFIC)
+ * the block also does the head's dx and the ReLU backward of the layer below (dz_below and its
+ * bias-gradient partials), so the dx GEMM and the ReLU-backward kernel of that layer are not
+ * run.
  *
- * Priority update (its own kernel, on a branch beside the backward pass): the running maximum,
- * and for the last occurrence of each slot in the (sorted) batch its leaf, and the integer delta
- * up the tree with atomicAdd, one atomic per node per warp (integer adds commute: the tree equals
- * the CPU's sequential fhd__sumtree_set_batch).
+ * Priority update (its own kernel, on a branch beside the backward pass, launched on every
+ * update): block 0 sums the loss blocks' statistics in block order (deterministic) into the
+ * device scalars; with prioritized replay, the running maximum, and for the last occurrence of
+ * each slot in the (sorted) batch its leaf, and the integer delta up the tree with atomicAdd,
+ * one atomic per node per warp (integer adds commute: the tree equals the CPU's sequential
+ * fhd__sumtree_set_batch).
  */
 #ifndef FHD_KERNELS_TD_LOSS_CUH
 #define FHD_KERNELS_TD_LOSS_CUH
@@ -63,8 +66,8 @@ typedef struct fhd__loss_args {
     float *y;      /* (B) */
     float *colpart;   /* (grid, HO) per-block column sums of dout: the head bias gradient's
                        * partials, summed by the optimiser's norm kernel */
-    double *statpart; /* (grid, 4) per-block loss, |td|, Q, CQL sums */
-    unsigned int *done;
+    double *statpart; /* (grid, 4) per-block loss, |td|, Q, CQL sums, summed in block order by
+                       * fhd_priority_update_kernel */
     fhd__dev_scalars *st; /* reads updates (beta), max_q; writes the loss statistics */
     /* layout and loss */
     uint32_t B, D, KT, HO, HOs;
@@ -83,6 +86,7 @@ typedef struct fhd__loss_args {
     uint32_t H;           /* width of the last torso layer (0: no torso) */
     /* set by fhd__cuda_td_loss_setup */
     uint32_t HOp;         /* shared-memory row stride (odd: no bank conflicts), 0: not staged */
+    uint32_t loss_blocks; /* the loss kernel's grid */
     int fuse_dx;
     uint32_t smem_bytes;
 } fhd__loss_args;
@@ -100,8 +104,9 @@ unsigned int fhd__cuda_td_loss_grid(uint32_t B);
  * capture. */
 cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device);
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream);
-/* Prioritized replay: prio_out into the tree (the last occurrence of a slot sets its leaf, the
- * integer deltas go up the tree) and the running maximum. After the loss kernel. */
+/* The loss statistics from the loss blocks' partials, and with prioritized replay prio_out into
+ * the tree (the last occurrence of a slot sets its leaf, the integer deltas go up the tree)
+ * and the running maximum. After the loss kernel, on every update. */
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream);
 
 cudaError_t fhd__cuda_td_loss_preload(void);

@@ -139,7 +139,6 @@ static int32_t prepare_loss(fhd__backend *b) {
     a->y = b->y;
     a->colpart = b->colpart;
     a->statpart = b->statpart;
-    a->done = b->counters + CNT_LOSS;
     a->st = b->st;
     a->B = B;
     a->D = lo->D;

@@ -11,7 +11,8 @@
  *       -- join --
  *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, new priorities, and
  *       for a small head also dx through the head and the ReLU below it (dz of layer L - 1)
- *   s2  (prioritized) the new priorities into the sum tree, then the head's dW GEMM
+ *   s2  the loss statistics' block sums and (prioritized) the new priorities into the sum
+ *       tree, then the head's dW GEMM
  *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
  *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready
  *       -- join --
@@ -70,12 +71,12 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tgt, 0));
     const fhd__loss_args *la = train ? &b->a_loss_train : &b->a_loss_batch;
     FHD_CK(b, fhd__cuda_td_loss(la, s0));
-    /* a third branch: the tree update, then the head's dW GEMM, so that the dW GEMMs of the
-     * layers below (on s1) do not queue behind it; joined before the optimiser */
+    /* a third branch: the loss statistics and the tree update, then the head's dW GEMM, so
+     * that the dW GEMMs of the layers below (on s1) do not queue behind it; joined before the
+     * optimiser */
     FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
     FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
-    if (la->prioritized)
-        FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
+    FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
     FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[L], b->s_prio, b->ws_prio));
     FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
     for (int l = (int)L; l >= 0; l--) {
