@@ -118,8 +118,8 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
                                    float bc2_sqrt) {
     __shared__ double segsum[FHD_OPT_MAX_SEGMENTS][4];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (uint32_t job = warp; job < 4 * a.nseg; job += OPT_THREADS / 32) {
-        const uint32_t sg = job >> 2, q = job & 3;
+    for (uint32_t job = warp; job < a.njobs; job += OPT_THREADS / 32) {
+        const uint32_t sg = a.job_seg[job], q = a.job_q[job];
         const double acc = fhd_warp_sum_strided(a.partial + (size_t)a.seg[sg].block0 * 4 + q,
                                                 a.seg[sg].nblocks, 4);
         if (lane == 0)
@@ -321,6 +321,12 @@ void fhd__cuda_opt_plan(fhd__opt_args *a) {
         b += a->seg[s].nblocks;
     }
     a->nblocks = b < 2 ? 2 : b;
+    a->njobs = 0;
+    for (uint32_t s = 0; s < a->nseg; s++)
+        for (uint32_t q = 0; q < (a->seg[s].sn < 0 ? 1u : 4u); q++) {
+            a->job_seg[a->njobs] = (uint8_t)s;
+            a->job_q[a->njobs++] = (uint8_t)q;
+        }
     a->sn_blocks = (uint32_t)fhd_cdiv(a->sn_size, FHD_OPT_CHUNK);
 }
 

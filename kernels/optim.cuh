@@ -74,6 +74,10 @@ typedef struct fhd__opt_args {
     fhd__opt_sn sn[FHD_OPT_MAX_SN];
     uint32_t nsn;
     double *partial;       /* (nblocks, 4) */
+    /* the per-segment sums finish_norm takes, (segment, which of the 4) each: only the first
+     * for a segment without spectral norm (the others are 0) */
+    uint8_t job_seg[4 * FHD_OPT_MAX_SEGMENTS], job_q[4 * FHD_OPT_MAX_SEGMENTS];
+    uint32_t njobs;
     unsigned int *done_norm, *done_adam;
     fhd__clip_info *clip;
     fhd__dev_scalars *st;
@@ -86,7 +90,7 @@ typedef struct fhd__opt_args {
     float tau;
 } fhd__opt_args;
 
-/* Fill block0 / nblocks of the segments and the grids. */
+/* Fill block0 / nblocks of the segments, the grids and the norm's sum jobs. */
 void fhd__cuda_opt_plan(fhd__opt_args *a);
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream);
 cudaError_t fhd__cuda_adam_step(const fhd__opt_args *a, cudaStream_t stream);
