@@ -92,13 +92,13 @@ static __device__ __forceinline__ void update_priorities(const fhd__loss_args &a
 }
 
 /* Copy rows [r0, r0 + n) of a (rows, HOs) head tile into shared memory rows of stride HOp,
- * four loads in flight per thread. */
+ * four loads in flight per thread; threads tid = 0 .. step - 1 take part. */
 static __device__ __forceinline__ void stage_rows(float *dst, const float *src, uint32_t r0,
                                                   uint32_t n, uint32_t HO, uint32_t HOs,
-                                                  uint32_t HOp) {
+                                                  uint32_t HOp, uint32_t tid, uint32_t step) {
     const float *base = src + (size_t)r0 * HOs;
-    const uint32_t total = n * HO, step = blockDim.x;
-    for (uint32_t e0 = threadIdx.x; e0 < total; e0 += 4 * step) {
+    const uint32_t total = n * HO;
+    for (uint32_t e0 = tid; e0 < total; e0 += 4 * step) {
         float v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -117,9 +117,11 @@ static __device__ __forceinline__ void stage_rows(float *dst, const float *src, 
 /* dz_below rows [r0, r0 + nrows) = alpha (dout W_head) * (h_below > 0), from the block's dout
  * rows in shared memory; thread j takes columns j, j + blockDim.x, ..., reads its column of
  * W_head straight from global memory (each element is used by one thread of the block: nothing
- * to share), eight loads in flight, keeps the block's rows' accumulators in registers (k in
+ * to share), sixteen loads in flight with the mask's, keeps the block's rows' accumulators in registers (k in
  * order, as a GEMM's inner product), and writes the column sums of its dz values, in row order,
  * as this block's bias-gradient partials. */
+#define FUSED_DX_CHUNK 16 /* W_head loads in flight per thread (B1's 9 outputs: one round) */
+
 template <int ROWS>
 static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, const float *s_out,
                                                      uint32_t r0, uint32_t nrows) {
@@ -132,13 +134,13 @@ static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, co
             acc[r] = 0.0f;
             hb[r] = (uint32_t)r < nrows ? __ldg(a.h_below + (size_t)(r0 + r) * H + j) : 0.0f;
         }
-        for (uint32_t k0 = 0; k0 < HO; k0 += 8) {
-            float w[8];
+        for (uint32_t k0 = 0; k0 < HO; k0 += FUSED_DX_CHUNK) {
+            float w[FUSED_DX_CHUNK];
 #pragma unroll
-            for (int k = 0; k < 8; k++)
+            for (int k = 0; k < FUSED_DX_CHUNK; k++)
                 w[k] = k0 + k < HO ? __ldg(a.w_head + (size_t)(k0 + k) * H + j) : 0.0f;
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
+            for (int k = 0; k < FUSED_DX_CHUNK; k++) {
                 if (k0 + k >= HO)
                     break;
 #pragma unroll
@@ -187,40 +189,51 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
     const uint32_t t = threadIdx.x, r = t / DT, j = t - r * DT;
     const bool row = t < ROWS * DT && r < nrows;
     const uint32_t i = r0 + r;
-    /* this row's batch entries, loaded now so that they arrive while the tiles are staged */
+    /* this row's batch entries (and its first branch's action), loaded now so that they
+     * arrive while the tiles are staged */
     const float r_ret = row ? a.ret[i] : 0.0f, r_disc = row ? a.disc[i] : 0.0f;
     const float r_w = row && j == 0 && a.w_in ? a.w_in[i] : 1.0f;
-    const uint64_t r_q = row && j == 0 && a.prioritized ? a.q_samp[i] : 1;
-    const uint64_t upd = a.st->updates;
-    /* the batch minimum of the sampled priorities, from the sampling blocks' minima */
-    __shared__ unsigned long long s_qmin;
-    if (a.prioritized) {
+    const uint32_t r_act = row ? (uint32_t)a.act[(size_t)i * D + j] : 0u;
+    /* PER importance weights: the last warp computes the block's (ROWS <= 32, a lane per row)
+     * while the others stage the tiles: the batch minimum of the sampled priorities from the
+     * sampling blocks' minima, beta, and fhd__det_pow, whose chain of double operations is then
+     * off the row threads' path */
+    static_assert(ROWS <= 32, "a lane of the weight warp per row");
+    const uint32_t nwarps = blockDim.x >> 5;
+    const bool per_w = a.prioritized && !a.w_in;
+    const bool w_warp = per_w && (threadIdx.x >> 5) == nwarps - 1;
+    if (w_warp) {
+        const uint32_t lane = threadIdx.x & 31;
+        const uint64_t rq = lane < nrows ? a.q_samp[r0 + lane] : 1;
+        const uint64_t upd = a.st->updates;
         unsigned long long m = ~0ull;
-        for (uint32_t k = threadIdx.x; k < a.nqparts; k += blockDim.x) {
-            const unsigned long long v = __ldcg(reinterpret_cast<const unsigned long long *>(a.qparts) + k);
+        for (uint32_t k = lane; k < a.nqparts; k += 32) {
+            const unsigned long long v =
+                __ldcg(reinterpret_cast<const unsigned long long *>(a.qparts) + k);
             m = v < m ? v : m;
         }
         for (int o = 16; o > 0; o >>= 1) {
             const unsigned long long v = __shfl_xor_sync(FHD_FULL_MASK, m, o);
             m = v < m ? v : m;
         }
-        if (threadIdx.x == 0)
-            s_qmin = ~0ull;
-        __syncthreads();
-        if ((threadIdx.x & 31) == 0)
-            atomicMin(&s_qmin, m);
+        if (lane < nrows) {
+            const float beta = fhd__beta_at(a.beta0, a.beta_steps, upd);
+            const float w = (float)fhd__det_pow((double)m / (double)rq, (double)beta);
+            s_w[lane] = w;
+            a.w_out[r0 + lane] = w;
+        }
     }
-    if (staged) {
-        stage_rows(s_on, a.head_on, r0, nrows, HO, HOs, HOp);
-        stage_rows(s_tgt, a.head_tgt, r0, nrows, HO, HOs, HOp);
-        if (!sel_is_tgt)
-            stage_rows(s_sel, a.head_sel, r0, nrows, HO, HOs, HOp);
+    if (staged) { /* by the other warps when one computes the weights */
+        const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x;
+        if (threadIdx.x < nst) {
+            stage_rows(s_on, a.head_on, r0, nrows, HO, HOs, HOp, threadIdx.x, nst);
+            stage_rows(s_tgt, a.head_tgt, r0, nrows, HO, HOs, HOp, threadIdx.x, nst);
+            if (!sel_is_tgt)
+                stage_rows(s_sel, a.head_sel, r0, nrows, HO, HOs, HOp, threadIdx.x, nst);
+        }
     }
-    __syncthreads(); /* the tiles and s_qmin */
+    __syncthreads(); /* the tiles and the weights */
     double s_loss = 0.0, s_abs = 0.0, s_q = 0.0, s_cql = 0.0;
-    float beta = 0.0f;
-    if (a.prioritized)
-        beta = fhd__beta_at(a.beta0, a.beta_steps, upd);
     const float *on = staged ? s_on + r * HOp : a.head_on + (size_t)i * HOs;
     const float *sel = staged ? s_sel + r * HOp : a.head_sel + (size_t)i * HOs;
     const float *tg = staged ? s_tgt + r * HOp : a.head_tgt + (size_t)i * HOs;
@@ -239,16 +252,9 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
             }
             s_tq[r * D + d] = q_of(tg, a, d, best, branch_mean(tg, a, d));
         }
-        if (j == 0) { /* importance weight */
-            float w = 1.0f;
-            if (a.w_in) {
-                w = r_w;
-            } else if (a.prioritized) {
-                const double ratio = (double)s_qmin / (double)r_q;
-                w = (float)fhd__det_pow(ratio, (double)beta);
-            }
-            s_w[r] = w;
-            a.w_out[i] = w;
+        if (j == 0 && !per_w) { /* host importance weights, or 1 */
+            s_w[r] = r_w;
+            a.w_out[i] = r_w;
         }
     }
     __syncthreads();
@@ -265,7 +271,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
         for (uint32_t d = j; d < D; d += DT) {
             const uint32_t o = a.k_off[d], K = a.K[d];
             const float mon = branch_mean(on, a, d);
-            const uint32_t at = (uint32_t)a.act[(size_t)i * D + d];
+            const uint32_t at = d == j ? r_act : (uint32_t)a.act[(size_t)i * D + d];
             const float qa = q_of(on, a, d, at, mon);
             const float delta = qa - yi;
             a.td[(size_t)i * D + d] = delta;
@@ -331,11 +337,11 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
                 dv += s_gs[r * D + d];
             go[0] = dv;
         }
-        if (a.prioritized) { /* fhd__cuda_priority_update puts it in the tree */
+        if (a.prioritized) { /* fhd__cuda_priority_update makes it the priority */
             float tabs = 0.0f;
             for (uint32_t d = 0; d < D; d++)
                 tabs += s_ad[r * D + d];
-            a.prio_out[i] = fhd__prio_from_td(tabs / (float)D, a.per_alpha, a.per_eps);
+            a.td_row[i] = tabs / (float)D;
         }
     }
     /* per-block statistics */
@@ -375,6 +381,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
 }
 
 /* On a branch of its own beside the backward pass, after the loss kernel: the new priorities
+ * (fhd__prio_from_td of the rows' mean |td|: its fhd__det_pow is off the critical path here)
  * into the tree, one thread per batch row (the next update's sampling is the first reader of
  * the tree), and in block 0 the loss statistics, one warp each, over the loss blocks' partials
  * in block order (deterministic). Done here rather than by the loss kernel's last block, the
@@ -403,7 +410,8 @@ __global__ void __launch_bounds__(PRIO_THREADS)
     if (!a.prioritized)
         return;
     const bool valid = i < a.B;
-    update_priorities(a, i, valid, valid ? a.prio_out[i] : 0);
+    update_priorities(a, i, valid,
+                      valid ? fhd__prio_from_td(a.td_row[i], a.per_alpha, a.per_eps) : 0);
 }
 
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {

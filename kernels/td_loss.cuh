@@ -12,7 +12,8 @@
  *   fhd__td_target (y), the importance weight w (PER: (q_min / q_i)^beta with fhd__det_pow,
  *   bit-identical to the CPU), fhd__td_loss (Huber/MSE + CQL, dL/dQ) and
  *   fhd__head_combine_backward, producing d(head outputs) (B, HO) for the head GEMMs, and the
- *   new quantised priority of its sample (prioritized replay).
+ *   mean |td| its sample's new priority comes from (prioritized replay). The PER importance
+ *   weights are computed by the block's last warp while the others stage the tiles.
  * The block writes its column sums of d(head outputs) (row order: the head bias gradient's
  * partials, summed by the optimiser's norm kernel) and its loss statistics. For a small head
  * (HO x H <= FHD_LOSS_FUSE_MAX, and all the blocks' reads of W_head <= FHD_LOSS_FUSE_TRAFFIC)
@@ -22,8 +23,9 @@
  *
  * Priority update (its own kernel, on a branch beside the backward pass, launched on every
  * update): block 0 sums the loss blocks' statistics in block order (deterministic) into the
- * device scalars; with prioritized replay, the running maximum, and for the last occurrence of
- * each slot in the (sorted) batch its leaf, and the integer delta up the tree with atomicAdd,
+ * device scalars; with prioritized replay, each row's new quantised priority
+ * (fhd__prio_from_td), the running maximum, and for the last occurrence of each slot in the
+ * (sorted) batch its leaf, and the integer delta up the tree with atomicAdd,
  * one atomic per node per warp (integer adds commute: the tree equals the CPU's sequential
  * fhd__sumtree_set_batch).
  */
@@ -53,7 +55,8 @@ typedef struct fhd__loss_args {
     const uint64_t *qparts; /* (nqparts) per-block minima of q_samp (the sampling kernel's) */
     uint32_t nqparts;
     const uint32_t *idx;    /* (B) sampled slots, non-decreasing */
-    uint64_t *prio_out;     /* (B) new quantised priority of each row */
+    float *td_row;          /* (B) mean |td| of each row over its branches (the new priority's
+                             * input; fhd__cuda_priority_update quantises it) */
     uint64_t *nodes;        /* sum tree */
     uint32_t leaves;
     float per_alpha, per_eps;

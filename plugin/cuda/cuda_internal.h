@@ -162,7 +162,7 @@ struct fhd__backend {
     float *w_out, *td, *y;    /* (B), (B, D), (B) */
     uint32_t *idx;            /* (B) */
     uint64_t *qs;             /* (B) */
-    uint64_t *prio_new;       /* (B) new priorities from the loss kernel */
+    float *td_row;            /* (B) mean |td| per row from the loss kernel (new priorities) */
     /* replay */
     float *r_obs, *r_next, *r_ret, *r_disc; /* (N, S), (N, S), (N), (N) */
     int32_t *r_act;           /* (N, D) */

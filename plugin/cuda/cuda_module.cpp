@@ -117,7 +117,7 @@ static void cuda_destroy(fhd__backend *b) {
         cublasLtDestroy(b->lt);
     /* every buffer was allocated through the plan recorded in these pointers */
     void *dev[] = {b->params, b->grad, b->adam_m, b->adam_v, b->sn, b->tg_a, b->tg_b, b->head_t,
-                   b->gbatch, b->w_out, b->td, b->y, b->idx, b->qs, b->prio_new, b->r_obs, b->r_next,
+                   b->gbatch, b->w_out, b->td, b->y, b->idx, b->qs, b->td_row, b->r_obs, b->r_next,
                    b->r_ret, b->r_disc, b->r_act, b->nodes, b->st, b->sn_sigma, b->sn_inv,
                    b->sn_norms, b->sn_scratch, b->sn_partial, b->part_min, b->colpart,
                    b->statpart, b->opt_partial, b->clip, b->counters, b->d_one,
@@ -216,7 +216,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->y, B * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->idx, B * 4, MEM_DEVICE, G_ACT);
     plan_add(p, &b->qs, B * 8, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->prio_new, B * 8, MEM_DEVICE, G_ACT);
+    plan_add(p, &b->td_row, B * 4, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_x, R * S * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_a, R * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_b, R * W * f, MEM_DEVICE, G_ACT);

@@ -126,7 +126,7 @@ static int32_t prepare_loss(fhd__backend *b) {
     a->qparts = b->part_min;
     a->nqparts = fhd__cuda_sample_grid(b->B);
     a->idx = b->idx;
-    a->prio_out = b->prio_new;
+    a->td_row = b->td_row;
     a->nodes = b->nodes;
     a->leaves = b->leaves;
     a->per_alpha = (float)c->per_alpha;
