@@ -303,13 +303,13 @@ __global__ void __launch_bounds__(OPT_THREADS)
         g->step = ci.step;
         g->bc2_sqrt = ci.bc2_sqrt;
         a.st->grad_norm = ci.norm;
+        /* every block read the counter before the grid barrier: no counter of finished
+         * blocks (and its fence) is needed at the end */
+        a.st->updates = t;
+        a.st->stats_update = t;
     }
     for (uint32_t blk = blockIdx.x; blk < a.nblocks + a.sn_blocks; blk += gridDim.x)
         adam_block(a, blk, t, due, ci);
-    if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0) {
-        a.st->updates = t; /* every block has read the counter */
-        a.st->stats_update = t;
-    }
 }
 
 void fhd__cuda_opt_plan(fhd__opt_args *a) {

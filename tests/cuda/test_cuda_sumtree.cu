@@ -8,7 +8,7 @@
  *     one call, new leaves taking the running max priority;
  *   - fhd__cuda_sample_gather: stratified sampling (the warp's five-levels-a-step descent)
  *     against fhd__sumtree_sample_stratified for the same update counter, with the leaf values
- *     and the batch minimum, on trees of depth 0 to 18.
+ *     and the batch minimum, on trees of depth 0 to 20.
  * Over a million set operations the node arrays must be identical integers (checked after every
  * batch at the root and periodically in full). Exits 77 without a CUDA device.
  */
@@ -299,14 +299,20 @@ int main(void) {
     test_set_sorted(1, 20000, 1);
     test_set_sorted(100003, 1000000, 2);
     test_set_sorted(1u << 16, 300000, 3);
-    /* tree depths 0, 3, 6, 10, 12 and 18: the warp descent takes five levels a step, so every
-     * remainder of depth / 5 and the single-leaf tree are covered */
+    /* tree depths 0, 1, 3, 6, 7, 9, 10, 12, 14, 18 and 20: the warp descent takes five levels a
+     * step, so every remainder of depth / 5 (with one to four steps), the single-leaf tree and
+     * the presets' 2^20 slots are covered */
     test_replay_and_sampling(1, 13);
+    test_replay_and_sampling(2, 17);
     test_replay_and_sampling(7, 14);
     test_replay_and_sampling(33, 15);
+    test_replay_and_sampling(100, 18);
+    test_replay_and_sampling(300, 19);
     test_replay_and_sampling(1000, 11);
     test_replay_and_sampling(4096, 12);
+    test_replay_and_sampling(16384, 20);
     test_replay_and_sampling(200003, 16);
+    test_replay_and_sampling(1u << 20, 21);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
