@@ -118,6 +118,21 @@ __device__ __forceinline__ T fhd_warp_sum_strided(const T *p, uint32_t n, size_t
 
 /* Round-to-nearest float operations that the compiler never fuses into an FMA: they mirror the
  * CPU reference (compiled without FMA contraction) wherever a formula mixes * and +. */
+/* Programmatic dependent launch (sm_90): a kernel lets the next one on its stream start early
+ * (fhd_pdl_trigger), and that one waits for it, and for its memory, only where it reads what the
+ * first wrote (fhd_pdl_wait). Both are no-ops below sm_90 and for launches without the
+ * attribute. */
+__device__ __forceinline__ void fhd_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void fhd_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 #define FHD_FMUL(a, b) __fmul_rn((a), (b))
 #define FHD_FADD(a, b) __fadd_rn((a), (b))
 #define FHD_FSUB(a, b) __fsub_rn((a), (b))

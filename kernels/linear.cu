@@ -34,6 +34,7 @@ __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
     fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *h, float *partial,
                                    uint32_t B, uint32_t H) {
     __shared__ float red[BG_GROUPS][BG_COLS];
+    fhd_pdl_wait(); /* a programmatic dependent of the dx GEMM: its output is read below */
     const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
     const uint32_t col = blockIdx.x * BG_COLS + lane;
     const uint32_t r0 = blockIdx.y * BG_ROWS + grp;
@@ -73,10 +74,20 @@ uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
 cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *h,
                                           float *partial, uint32_t B, uint32_t H,
                                           cudaStream_t stream) {
-    dim3 grid((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B));
-    fhd_relu_backward_bgrad_kernel<<<grid, BG_COLS * BG_GROUPS, 0, stream>>>(dz, dx, h, partial, B,
-                                                                              H);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B));
+    cfg.blockDim = dim3(BG_COLS * BG_GROUPS);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    int dev = 0, major = 0; /* programmatic dependent launch: sm_90 and later */
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
+        return cudaGetLastError();
+    cfg.numAttrs = major >= 9 ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel, dz, dx, h, partial, B, H);
 }
 
 /* ---- narrow layer forward ---------------------------------------------------------------- */
@@ -117,6 +128,7 @@ __global__ void __launch_bounds__(NL_WARPS * 32)
                              uint32_t rows, uint32_t in, uint32_t out, int vec) {
     constexpr int V = NL_RW * NC;
     static_assert(V % 32 == 0, "values per lane: a multiple of the warp");
+    fhd_pdl_trigger(); /* the loss kernel may start its own loads now (it waits for ours) */
     const uint32_t lane = threadIdx.x & 31;
     const uint32_t row0 = (blockIdx.x * NL_WARPS + (threadIdx.x >> 5)) * NL_RW;
     if (row0 >= rows) /* the whole warp: no shuffle is left waiting */

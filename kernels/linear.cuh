@@ -13,7 +13,8 @@
 cudaError_t fhd__cuda_bias_act(float *y, const float *b, uint32_t rows, uint32_t out, uint32_t ld,
                                int relu, cudaStream_t stream);
 
-/* Backward of a torso layer's ReLU with the partial bias gradient of that layer:
+/* Backward of a torso layer's ReLU with the partial bias gradient of that layer (launched as a
+ * programmatic dependent of the dx GEMM before it: its blocks are resident when that ends):
  *   dz (B, H)                  = dx (B, H) * (h > 0)  (in place: dz may equal dx)
  *   partial (chunks, H)[c][j]  = sum of dz[r][j] over the 64 rows r of chunk c
  * h is the ReLU output (B rows of ld H). The bias gradient is the sum of the partials over the

@@ -223,6 +223,9 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
             a.w_out[r0 + lane] = w;
         }
     }
+    /* launched as a programmatic dependent of the head's forward: everything above reads only
+     * what earlier kernels wrote; from here on the head outputs */
+    fhd_pdl_wait();
     if (staged) { /* by the other warps when one computes the weights */
         const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x;
         if (threadIdx.x < nst) {
@@ -447,6 +450,11 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     a->fuse_dx = 0;
     a->smem_bytes = 0;
     a->loss_blocks = fhd__cuda_td_loss_grid(a->B);
+    int major = 0;
+    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (e != cudaSuccess)
+        return e;
+    a->pdl = major >= 9;
     if (scratch + static_bytes > (uint64_t)optin)
         return cudaErrorInvalidValue; /* FHD_LOSS_MAX_BRANCHES keeps this far away */
     uint64_t bytes = scratch;
@@ -470,12 +478,19 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
 }
 
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
-    const unsigned grid = fhd__cuda_td_loss_grid(a->B);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(fhd__cuda_td_loss_grid(a->B));
+    cfg.blockDim = dim3(FHD_LOSS_THREADS);
+    cfg.dynamicSmemBytes = a->smem_bytes;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = a->pdl ? 1 : 0;
     if (fhd__cuda_td_loss_rows(a->B) == 8)
-        fhd_td_loss_kernel<8><<<grid, FHD_LOSS_THREADS, a->smem_bytes, stream>>>(*a);
-    else
-        fhd_td_loss_kernel<32><<<grid, FHD_LOSS_THREADS, a->smem_bytes, stream>>>(*a);
-    return cudaGetLastError();
+        return cudaLaunchKernelEx(&cfg, fhd_td_loss_kernel<8>, *a);
+    return cudaLaunchKernelEx(&cfg, fhd_td_loss_kernel<32>, *a);
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph

@@ -91,6 +91,7 @@ typedef struct fhd__loss_args {
     uint32_t HOp;         /* shared-memory row stride (odd: no bank conflicts), 0: not staged */
     uint32_t loss_blocks; /* the loss kernel's grid */
     int fuse_dx;
+    int pdl;              /* launched as a programmatic dependent of the kernel before it (sm_90) */
     uint32_t smem_bytes;
 } fhd__loss_args;
 

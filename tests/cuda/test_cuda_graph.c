@@ -10,6 +10,8 @@
  *     Adam moments;
  *   - the loss kernel joins two branches: the target forward runs beside the online forward;
  *     the gradient-norm kernel joins the dW GEMMs' branch;
+ *   - on sm_90 the loss kernel hangs on a programmatic edge (it starts its own loads while the
+ *     head's forward finishes), and below sm_90 there are no such edges;
  *   - the backend does no synchronisation across 10,000 updates driven through the front
  *     (fhd__learner_train, which also queries the replay size), and the device counter shows
  *     all of them done.
@@ -30,6 +32,7 @@ typedef struct node_info {
 static node_info nodes[MAXN];
 static size_t nn;
 static cudaGraphNode_t efrom[4 * MAXN], eto[4 * MAXN];
+static cudaGraphEdgeData edata[4 * MAXN]; /* programmatic edges carry data: asked for with them */
 static size_t ne;
 
 static int find(cudaGraphNode_t n) {
@@ -109,7 +112,7 @@ int main(void) {
     cudaError_t e = cudaGraphGetNodes(g, raw, &nn);
     ct_check(e == cudaSuccess && nn < MAXN, "cudaGraphGetNodes: %zu nodes", nn);
     ne = 4 * MAXN;
-    e = cudaGraphGetEdges(g, efrom, eto, NULL, &ne);
+    e = cudaGraphGetEdges(g, efrom, eto, edata, &ne);
     ct_check(e == cudaSuccess, "cudaGraphGetEdges: %zu edges", ne);
     int n_kernel = 0, n_memcpy = 0, n_memset = 0, n_other = 0, n_sn = 0, ours_1x1 = 0;
     int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, last_sn = -1, n_opt = 0;
@@ -191,6 +194,22 @@ int main(void) {
              "target(s') forward runs on a branch parallel to the online forward");
     ct_check(loss >= 0 && norm >= 0 && parallel_between(loss, norm, "loss -> gradient norm"),
              "the dW GEMMs run on a branch parallel to the dx chain");
+    /* sm_90: the loss kernel starts while the head's forward finishes (it waits for its data) */
+    int major = 0, n_prog_loss = 0, n_prog = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    for (size_t k = 0; k < ne; k++) {
+        if (edata[k].type != cudaGraphDependencyTypeProgrammatic)
+            continue;
+        n_prog++;
+        if (loss >= 0 && eto[k] == nodes[loss].node)
+            n_prog_loss++;
+    }
+    if (major >= 9)
+        ct_check(n_prog_loss >= 1,
+                 "the loss kernel is a programmatic dependent of the kernel before it (%d such "
+                 "edges into it, %d in the graph)", n_prog_loss, n_prog);
+    else
+        ct_check(n_prog == 0, "no programmatic edges below sm_90 (%d)", n_prog);
     const char *dot = getenv("FHD_GRAPH_DOT");
     if (dot && *dot)
         cudaGraphDebugDotPrint(g, dot, cudaGraphDebugDotFlagsKernelNodeParams);
