@@ -116,12 +116,10 @@ __device__ __forceinline__ T fhd_warp_sum_strided(const T *p, uint32_t n, size_t
     return acc;
 }
 
-/* Round-to-nearest float operations that the compiler never fuses into an FMA: they mirror the
- * CPU reference (compiled without FMA contraction) wherever a formula mixes * and +. */
 /* Programmatic dependent launch (sm_90): a kernel lets the next one on its stream start early
  * (fhd_pdl_trigger), and that one waits for it, and for its memory, only where it reads what the
- * first wrote (fhd_pdl_wait). Both are no-ops below sm_90 and for launches without the
- * attribute. */
+ * first wrote (fhd_pdl_wait). Both are no-ops in code compiled below sm_90 and for launches
+ * without the attribute; fhd_pdl_allowed says whether a kernel may be launched with it. */
 __device__ __forceinline__ void fhd_pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -133,6 +131,23 @@ __device__ __forceinline__ void fhd_pdl_wait() {
 #endif
 }
 
+/* 1 when kernel func may be launched as a programmatic dependent on the current device: the
+ * device is sm_90 or later and the kernel's code was compiled for sm_90 or later (code JIT-
+ * compiled from older PTX has no fhd_pdl_wait, and would read its inputs unsynchronised). */
+static inline int fhd_pdl_allowed(const void *func) {
+    int dev = 0, major = 0;
+    cudaFuncAttributes fa;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaFuncGetAttributes(&fa, func) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major >= 9 && fa.binaryVersion >= 90;
+}
+
+/* Round-to-nearest float operations that the compiler never fuses into an FMA: they mirror the
+ * CPU reference (compiled without FMA contraction) wherever a formula mixes * and +. */
 #define FHD_FMUL(a, b) __fmul_rn((a), (b))
 #define FHD_FADD(a, b) __fadd_rn((a), (b))
 #define FHD_FSUB(a, b) __fsub_rn((a), (b))

@@ -11,7 +11,9 @@
 #include <stdint.h>
 
 typedef struct fhd__dev_scalars {
-    uint64_t updates;      /* updates done; read by every kernel of an update, +1 by adam's last block */
+    uint64_t updates;      /* updates done; read by every kernel of an update, +1 at its end by
+                            * the optimiser (fused: block 0 after the grid barrier; else the
+                            * Adam kernel's last block) */
     uint64_t replay_size;  /* filled replay slots (uniform sampling draws below it) */
     uint64_t max_q;        /* running max of quantised priorities (new transitions get it) */
     uint64_t stats_update; /* the update the statistics below belong to (0: none yet) */

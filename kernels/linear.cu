@@ -82,11 +82,7 @@ cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const floa
     cfg.blockDim = dim3(BG_COLS * BG_GROUPS);
     cfg.stream = stream;
     cfg.attrs = attr;
-    int dev = 0, major = 0; /* programmatic dependent launch: sm_90 and later */
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-        return cudaGetLastError();
-    cfg.numAttrs = major >= 9 ? 1 : 0;
+    cfg.numAttrs = fhd_pdl_allowed((const void *)fhd_relu_backward_bgrad_kernel) ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel, dz, dx, h, partial, B, H);
 }
 

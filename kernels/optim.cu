@@ -322,8 +322,8 @@ void fhd__cuda_opt_plan(fhd__opt_args *a) {
     }
     a->nblocks = b < 2 ? 2 : b;
     a->njobs = 0;
-    for (uint32_t s = 0; s < a->nseg; s++)
-        for (uint32_t q = 0; q < (a->seg[s].sn < 0 ? 1u : 4u); q++) {
+    for (uint32_t s = 0; s < a->nseg; s++) /* without SN: sum 0 only; with SN: sums 1 to 3 */
+        for (uint32_t q = a->seg[s].sn < 0 ? 0u : 1u; q < (a->seg[s].sn < 0 ? 1u : 4u); q++) {
             a->job_seg[a->njobs] = (uint8_t)s;
             a->job_q[a->njobs++] = (uint8_t)q;
         }

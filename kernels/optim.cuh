@@ -74,8 +74,8 @@ typedef struct fhd__opt_args {
     fhd__opt_sn sn[FHD_OPT_MAX_SN];
     uint32_t nsn;
     double *partial;       /* (nblocks, 4) */
-    /* the per-segment sums finish_norm takes, (segment, which of the 4) each: only the first
-     * for a segment without spectral norm (the others are 0) */
+    /* the per-segment sums finish_norm takes, (segment, which of the 4) each: the first for a
+     * segment without spectral norm, the other three with it (the rest are 0 or unused) */
     uint8_t job_seg[4 * FHD_OPT_MAX_SEGMENTS], job_q[4 * FHD_OPT_MAX_SEGMENTS];
     uint32_t njobs;
     unsigned int *done_norm, *done_adam;

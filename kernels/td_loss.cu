@@ -1,7 +1,7 @@
 /* td_loss.cu - fused head combine, TD target, loss, dL/dQ, head-combine backward, importance
- * weights, new priorities, the fused head dx, and the priority update kernel (see
- * td_loss.cuh). Float formulas use uncontracted operations where the CPU reference mixes * and
- * +, so that equal inputs give equal outputs. */
+ * weights, the rows' mean |td|, the fused head dx, and the priority update kernel (the new
+ * priorities; see td_loss.cuh). Float formulas use uncontracted operations where the CPU
+ * reference mixes * and +, so that equal inputs give equal outputs. */
 #include <math.h>
 
 #include "common.cuh"
@@ -117,9 +117,9 @@ static __device__ __forceinline__ void stage_rows(float *dst, const float *src, 
 /* dz_below rows [r0, r0 + nrows) = alpha (dout W_head) * (h_below > 0), from the block's dout
  * rows in shared memory; thread j takes columns j, j + blockDim.x, ..., reads its column of
  * W_head straight from global memory (each element is used by one thread of the block: nothing
- * to share), sixteen loads in flight with the mask's, keeps the block's rows' accumulators in registers (k in
- * order, as a GEMM's inner product), and writes the column sums of its dz values, in row order,
- * as this block's bias-gradient partials. */
+ * to share), sixteen loads in flight with the mask's, keeps the block's rows' accumulators in
+ * registers (k in order, as a GEMM's inner product), and writes the column sums of its dz values,
+ * in row order, as this block's bias-gradient partials. */
 #define FUSED_DX_CHUNK 16 /* W_head loads in flight per thread (B1's 9 outputs: one round) */
 
 template <int ROWS>
@@ -162,11 +162,12 @@ static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, co
 }
 
 /* One block per ROWS batch rows. The per-row work is spread over the branches: thread t takes
- * row t / DT and branches t % DT, t % DT + DT, ... (DT = min(D, blockDim / ROWS)). Three
- * phases separated by barriers, each row's cross-branch sums taken in branch order from shared
- * memory (as the CPU's loops): the branches' target terms (and the row's importance weight),
- * then y and each branch's loss, dL/dQ and head-combine backward, then the row's V gradient and
- * new priority. */
+ * row t / DT and branches t % DT, t % DT + DT, ... (DT = min(D, blockDim / ROWS)). Before the
+ * first barrier the last warp computes the rows' PER importance weights while the others stage
+ * the head tiles; then three phases separated by barriers, each row's cross-branch sums taken
+ * in branch order from shared memory (as the CPU's loops): the branches' target terms, then y
+ * and each branch's loss, dL/dQ and head-combine backward, then the row's V gradient and mean
+ * |td| (the new priority's input). */
 template <int ROWS>
 __global__ void __launch_bounds__(FHD_LOSS_THREADS)
     fhd_td_loss_kernel(const __grid_constant__ fhd__loss_args a) {
@@ -223,8 +224,9 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
             a.w_out[r0 + lane] = w;
         }
     }
-    /* launched as a programmatic dependent of the head's forward: everything above reads only
-     * what earlier kernels wrote; from here on the head outputs */
+    /* launched as a programmatic dependent of the head forwards (online and, through the join,
+     * target): everything above reads only what earlier kernels wrote; from here on their
+     * outputs */
     fhd_pdl_wait();
     if (staged) { /* by the other warps when one computes the weights */
         const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x;
@@ -450,11 +452,7 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     a->fuse_dx = 0;
     a->smem_bytes = 0;
     a->loss_blocks = fhd__cuda_td_loss_grid(a->B);
-    int major = 0;
-    e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    if (e != cudaSuccess)
-        return e;
-    a->pdl = major >= 9;
+    a->pdl = fhd_pdl_allowed(loss_kernel(rows));
     if (scratch + static_bytes > (uint64_t)optin)
         return cudaErrorInvalidValue; /* FHD_LOSS_MAX_BRANCHES keeps this far away */
     uint64_t bytes = scratch;

@@ -108,9 +108,10 @@ unsigned int fhd__cuda_td_loss_grid(uint32_t B);
  * capture. */
 cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device);
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream);
-/* The loss statistics from the loss blocks' partials, and with prioritized replay prio_out into
- * the tree (the last occurrence of a slot sets its leaf, the integer deltas go up the tree)
- * and the running maximum. After the loss kernel, on every update. */
+/* The loss statistics from the loss blocks' partials, and with prioritized replay the new
+ * priorities (fhd__prio_from_td of td_row) into the tree (the last occurrence of a slot sets its
+ * leaf, the integer deltas go up the tree) and the running maximum. After the loss kernel, on
+ * every update. */
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream);
 
 cudaError_t fhd__cuda_td_loss_preload(void);

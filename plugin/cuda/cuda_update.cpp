@@ -9,8 +9,9 @@
  *       GEMMs (the batch region holds obs then next_obs)
  *   s1  target(s') forward
  *       -- join --
- *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, new priorities, and
- *       for a small head also dx through the head and the ReLU below it (dz of layer L - 1)
+ *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, the rows' mean |td|,
+ *       and for a small head also dx through the head and the ReLU below it (dz of layer L - 1);
+ *       on sm_90 a programmatic dependent of the head forwards (it starts while they end)
  *   s2  the loss statistics' block sums and (prioritized) the new priorities into the sum
  *       tree, then the head's dW GEMM
  *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
