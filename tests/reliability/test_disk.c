@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fhd_test.h"
+#include "fhd_proc.h"
 #include "rel_common.h"
 
 static const fhd_api_v1 *api;
@@ -38,18 +39,6 @@ static fhd_learner *learner_at(int steps, uint32_t updates) {
     if (updates)
         CHECK(api->train(L, updates, NULL) == FHD_OK, "train: %s", api->last_error(L));
     return L;
-}
-
-static int count_tmp_files(const char *dir) {
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL)
-        if (strstr(e->d_name, ".tmp."))
-            n++;
-    if (d)
-        closedir(d);
-    return n;
 }
 
 /* A failed save over `path` (in `dir`, holding `old` or nothing) with the learner L. */
@@ -74,7 +63,7 @@ static void expect_failed_save(fhd_learner *L, const char *what, const char *dir
         api->destroy(R);
     }
     if (dir)
-        CHECK(count_tmp_files(dir) == 0, "%s: a temporary file is left in %s", what, dir);
+        CHECK(fhd_test_count_tmp_files(dir) == 0, "%s: a temporary file is left in %s", what, dir);
 }
 
 /* RLIMIT_FSIZE below the size of the new checkpoint: write() fails with EFBIG. */
@@ -107,7 +96,7 @@ static void test_file_size_limit(const char *dir) {
     unsigned char *now = fhd_test_read_file(path, &now_len);
     CHECK(now && now_len == old_len && memcmp(now, old_bytes, old_len) == 0,
           "file size limit: the old checkpoint changed");
-    CHECK(count_tmp_files(dir) == 0, "file size limit: a temporary file is left");
+    CHECK(fhd_test_count_tmp_files(dir) == 0, "file size limit: a temporary file is left");
     free(now);
     /* the cause gone, the same learner saves */
     CHECK(api->checkpoint_save(L, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK,

@@ -34,6 +34,7 @@
 
 #include "alloc_shim.h"
 #include "fhd_test.h"
+#include "fhd_proc.h"
 #include "rel_common.h"
 
 static const fhd_api_v1 *api;
@@ -57,18 +58,6 @@ static fhd_learner *learner_at(int steps, uint32_t updates) {
     if (updates)
         CHECK(api->train(L, updates, NULL) == FHD_OK, "train: %s", api->last_error(L));
     return L;
-}
-
-static int count_tmp_files(void) {
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL)
-        if (strstr(e->d_name, ".tmp."))
-            n++;
-    if (d)
-        closedir(d);
-    return n;
 }
 
 typedef struct sweep_result {
@@ -243,7 +232,7 @@ static void op_body(uint64_t k, void *arg) {
         CHECK(now && old && now_len == old_len && memcmp(now, old, old_len) == 0,
               "%s: allocation %llu failed: the previous checkpoint changed", w->name,
               (unsigned long long)k);
-        CHECK(count_tmp_files() == 0, "%s: a temporary file was left behind", w->name);
+        CHECK(fhd_test_count_tmp_files(dir) == 0, "%s: a temporary file was left behind", w->name);
         free(now);
     }
     free(old);

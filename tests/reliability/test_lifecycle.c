@@ -14,20 +14,10 @@
 
 #include "alloc_shim.h"
 #include "fhd_test.h"
+#include "fhd_proc.h"
 #include "rel_common.h"
 
 #define WARMUP 25
-
-static long rss_kib(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 /* One cycle; returns the learner's fingerprint before destroy (0 on failure). */
 static uint64_t cycle(const char *path, int i) {
@@ -84,7 +74,7 @@ int main(int argc, char **argv) {
         CHECK(fp != 0 && fp == first, "warm-up cycle %d gives the first cycle's learner", i);
     }
     const int64_t live0 = alloc_shim_live();
-    const long rss0 = rss_kib();
+    const long rss0 = fhd_test_rss_kib();
     long rss_mid = 0, rss_max = rss0;
     int same = 0, live_ok = 0;
     for (int i = 0; i < cycles; i++) {
@@ -93,16 +83,17 @@ int main(int argc, char **argv) {
         const int64_t live = alloc_shim_live();
         live_ok += live == live0;
         if (getenv("FHD_LIFECYCLE_TRACE"))
-            printf("cycle %d: live %lld rss %ld\n", i, (long long)(live - live0), rss_kib());
+            printf("cycle %d: live %lld rss %ld\n", i, (long long)(live - live0),
+                   fhd_test_rss_kib());
         if (counting && live != live0 && live_ok + 1 == i + 1)
             printf("cycle %d: %lld live allocations more than after the warm-up\n", i,
                    (long long)(live - live0));
-        long r = rss_kib();
+        long r = fhd_test_rss_kib();
         rss_max = r > rss_max ? r : rss_max;
         if (i == cycles / 2 - 1)
             rss_mid = r;
     }
-    const long rss1 = rss_kib();
+    const long rss1 = fhd_test_rss_kib();
     CHECK(same == cycles, "%d of %d cycles gave the first cycle's learner bit for bit", same,
           cycles);
     printf("identical learners: %d of %d cycles\n", same, cycles);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fhd_test.h"
+#include "fhd_proc.h"
 #include "learner.h"
 
 #define NE 64
@@ -29,17 +30,6 @@ static const char *config =
     "\"replay_capacity\": 4096, \"replay\": \"prioritized\", \"n_step\": 3, \"num_envs\": 64, "
     "\"learning_starts\": 0, \"target_update_interval\": 100, \"per_alpha\": 0.6, "
     "\"per_beta_steps\": 5000, \"seed\": 3}";
-
-static long rss_kib(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%ld %ld", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static void check_state(fhd_learner *L, uint64_t at) {
     char msg[512] = {0};
@@ -114,11 +104,11 @@ int main(int argc, char **argv) {
         if (now / 1000000 != done / 1000000) {
             check_state(L, now);
             if (now / 1000000 == 1)
-                rss_1m = rss_kib();
+                rss_1m = fhd_test_rss_kib();
         }
     }
     check_state(L, L->env_steps);
-    rss_end = rss_kib();
+    rss_end = fhd_test_rss_kib();
     episodes_seen = L->episodes;
     fhd__backend_scalars sc;
     L->ops->get_scalars(L->be, &sc);
