@@ -125,6 +125,9 @@ __global__ void __launch_bounds__(NL_WARPS * 32)
     constexpr int V = NL_RW * NC;
     static_assert(V % 32 == 0, "values per lane: a multiple of the warp");
     fhd_pdl_trigger(); /* the loss kernel may start its own loads now (it waits for ours) */
+    /* launched as a programmatic dependent of the GEMM that makes x: it starts when that ends,
+     * without the launch gap */
+    fhd_pdl_wait();
     const uint32_t lane = threadIdx.x & 31;
     const uint32_t row0 = (blockIdx.x * NL_WARPS + (threadIdx.x >> 5)) * NL_RW;
     if (row0 >= rows) /* the whole warp: no shuffle is left waiting */
@@ -204,25 +207,32 @@ cudaError_t fhd__cuda_narrow_linear(float *y, uint32_t ldy, const float *x, uint
     uint64_t g = fhd_cdiv(rows, NL_WARPS * NL_RW);
     const unsigned grid = (unsigned)(g < 2 ? 2 : g); /* never a one-block grid */
     const int vec = fhd__cuda_narrow_linear_vec(x, ldx, w, in);
+    void (*kernel)(float *, uint32_t, const float *, uint32_t, const float *, const float *,
+                   const float *, uint32_t, uint32_t, uint32_t, int);
     switch (narrow_chunk(out)) {
     case 8:
-        fhd_narrow_linear_kernel<8><<<grid, NL_WARPS * 32, 0, stream>>>(y, ldy, x, ldx, w, b, alpha,
-                                                                        rows, in, out, vec);
+        kernel = fhd_narrow_linear_kernel<8>;
         break;
     case 16:
-        fhd_narrow_linear_kernel<16><<<grid, NL_WARPS * 32, 0, stream>>>(y, ldy, x, ldx, w, b, alpha,
-                                                                         rows, in, out, vec);
+        kernel = fhd_narrow_linear_kernel<16>;
         break;
     case 24:
-        fhd_narrow_linear_kernel<24><<<grid, NL_WARPS * 32, 0, stream>>>(y, ldy, x, ldx, w, b, alpha,
-                                                                         rows, in, out, vec);
+        kernel = fhd_narrow_linear_kernel<24>;
         break;
     default:
-        fhd_narrow_linear_kernel<32><<<grid, NL_WARPS * 32, 0, stream>>>(y, ldy, x, ldx, w, b, alpha,
-                                                                         rows, in, out, vec);
+        kernel = fhd_narrow_linear_kernel<32>;
         break;
     }
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(NL_WARPS * 32);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = fhd_pdl_allowed((const void *)kernel) ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, y, ldy, x, ldx, w, b, alpha, rows, in, out, vec);
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph

@@ -52,12 +52,19 @@ static __device__ void col_chunk(const fhd__sn_job &J, uint32_t tile, uint32_t q
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const uint32_t c = tile * SN_TILE + lane;
     float acc = 0.0f;
+    if (c >= J.k)
+        fhd_pdl_wait(); /* (the branch below waits after its W loads) */
     if (c < J.k) {
         float w[SN_CHUNK / SN_WARPS], u[SN_CHUNK / SN_WARPS];
 #pragma unroll
         for (int i = 0; i < SN_CHUNK / SN_WARPS; i++) {
             const uint32_t r = q * SN_CHUNK + warp + i * SN_WARPS;
             w[i] = r < J.m ? __ldg(J.W + (size_t)r * J.k + c) : 0.0f;
+        }
+        fhd_pdl_wait(); /* u comes from the U pass before us; W does not change in it */
+#pragma unroll
+        for (int i = 0; i < SN_CHUNK / SN_WARPS; i++) {
+            const uint32_t r = q * SN_CHUNK + warp + i * SN_WARPS;
             u[i] = r < J.m ? __ldcg(J.u + r) : 0.0f;
         }
 #pragma unroll
@@ -103,6 +110,10 @@ __global__ void __launch_bounds__(SN_THREADS) fhd_sn_kernel(const __grid_constan
     const fhd__sn_job &J = a.job[ji];
     const uint32_t t = blockIdx.x - J.block0;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* the V pass (a programmatic dependent of this one) may start its W loads now */
+    fhd_pdl_trigger();
+    if (J.mode != SN_JOB_V) /* U and sigma jobs: no loads to issue before the wait */
+        fhd_pdl_wait();
     if (J.mode == SN_JOB_U) { /* u = normalize(W v) */
         const uint32_t r = t * SN_WARPS + warp;
         const float z = row_dot(J, r);
@@ -191,11 +202,23 @@ void fhd__cuda_sn_plan(fhd__sn_args *a) {
     a->nblocks = b < 2 ? 2 : b;
 }
 
+void fhd__cuda_sn_allow_pdl(fhd__sn_args *a) {
+    a->pdl = fhd_pdl_allowed((const void *)fhd_sn_kernel);
+}
+
 cudaError_t fhd__cuda_sn_launch(const fhd__sn_args *a, cudaStream_t stream) {
     if (a->njobs == 0)
         return cudaSuccess;
-    fhd_sn_kernel<<<a->nblocks, SN_THREADS, 0, stream>>>(*a);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = dim3(a->nblocks);
+    cfg.blockDim = dim3(SN_THREADS);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = a->pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, fhd_sn_kernel, *a);
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph

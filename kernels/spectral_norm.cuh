@@ -47,6 +47,8 @@ typedef struct fhd__sn_args {
     fhd__sn_job job[FHD_SN_MAX_JOBS];
     uint32_t njobs;
     uint32_t nblocks; /* total grid */
+    int pdl;          /* launched as a programmatic dependent of the kernel before it (sm_90):
+                       * the V pass after the U pass, whose u it reads only after its W loads */
 } fhd__sn_args;
 
 /* Floats of scratch a normalised (m, k) layer needs: max(m, k) for the unnormalised vector,
@@ -56,6 +58,9 @@ uint64_t fhd__cuda_sn_scratch_floats(uint32_t m, uint32_t k);
 uint32_t fhd__cuda_sn_job_blocks(uint32_t mode, uint32_t m, uint32_t k);
 /* Fill block0 / nblocks of every job and the total grid (>= 2 blocks). */
 void fhd__cuda_sn_plan(fhd__sn_args *a);
+/* Launch a as a programmatic dependent of the kernel before it where the device and the
+ * kernel's code allow (a->pdl). */
+void fhd__cuda_sn_allow_pdl(fhd__sn_args *a);
 cudaError_t fhd__cuda_sn_launch(const fhd__sn_args *a, cudaStream_t stream);
 
 cudaError_t fhd__cuda_spectral_norm_preload(void);

@@ -79,6 +79,7 @@ static void prepare_sn(fhd__backend *b) {
         b->a_sn1.job[b->a_sn1.njobs++] = targets[i];
     fhd__cuda_sn_plan(&b->a_sn1);
     fhd__cuda_sn_plan(&b->a_sn2);
+    fhd__cuda_sn_allow_pdl(&b->a_sn2); /* its W loads overlap the U pass's end */
     fhd__cuda_sn_plan(&b->a_sn_eval);
 }
 
