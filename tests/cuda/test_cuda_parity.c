@@ -1,8 +1,9 @@
 /* test_cuda_parity.c - the CUDA backend against the CPU reference, same config, seed and inputs.
  *
  * For each configuration (plain, dueling + double + PER, branching, spectral norm, CQL, n-step
- * with Polyak and AdamW, and the two TF32 modes) one learner per backend is fed the same
- * transitions through observe, then both train:
+ * with Polyak and AdamW, the two TF32 modes, and network shapes: B1's torso, three torso layers
+ * with a batch of partial GEMM tiles, one normalised torso layer, a large batch, a wide last
+ * layer) one learner per backend is fed the same transitions through observe, then both train:
  *   - replay contents and priorities identical after observe (exact);
  *   - update 1: identical sampled indices and IS weights (exact: same integer tree, same
  *     Philox numbers, same deterministic pow), then loss, gradient, parameters and Adam moments
@@ -77,6 +78,18 @@ static const variant variants[] = {
     {"wide-last", "\"actions\": [7], \"dueling\": true, \"replay\": \"prioritized\"", "fp32", 1,
      {7}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
      "\"hidden\": [24, 2052], \"batch_size\": 100, \"replay_capacity\": 512, "},
+    /* B1's torso (256-wide layers, batch 256; sums over 256 terms: 2e-5, priorities measured
+     * 2.1e-3 relative where |td| is near 0), three torso layers with a batch that leaves
+     * partial tiles everywhere, and a single spectrally normalised torso layer */
+    {"b1-torso", "\"actions\": [8], \"dueling\": true, \"replay\": \"prioritized\"", "fp32", 1,
+     {8}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"hidden\": [256, 256], \"batch_size\": 256, \"replay_capacity\": 1024, "},
+    {"three-layers", "\"actions\": [3, 4], \"dueling\": true, \"replay\": \"prioritized\"", "fp32",
+     2, {3, 4}, 1e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"hidden\": [64, 32, 96], \"batch_size\": 50, \"replay_capacity\": 512, "},
+    {"one-layer-sn", "\"actions\": [5], \"spectral_norm\": \"all\", \"replay\": \"prioritized\"",
+     "fp32", 1, {5}, 1e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"hidden\": [128], \"batch_size\": 40, \"replay_capacity\": 512, "},
 };
 
 static void make_json(char *buf, size_t cap, const variant *v, int cuda) {
