@@ -117,7 +117,15 @@ static __device__ void adam_scalars(const fhd__opt_args &a, float *step, float *
 static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, float step,
                                    float bc2_sqrt) {
     __shared__ double segsum[FHD_OPT_MAX_SEGMENTS][4];
+    __shared__ float sn_sigma[FHD_OPT_MAX_SN], sn_uu[FHD_OPT_MAX_SN], sn_vv[FHD_OPT_MAX_SN];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* the SN layers' sigma and |u|^2, |v|^2 for thread 0 below, loaded in parallel with the
+     * partial sums (one L2 round trip, not three per layer in a row) */
+    for (uint32_t l = threadIdx.x; l < a.nsn; l += OPT_THREADS) {
+        sn_sigma[l] = *a.sn[l].sigma;
+        sn_uu[l] = a.sn[l].norms[0];
+        sn_vv[l] = a.sn[l].norms[1];
+    }
     for (uint32_t job = warp; job < a.njobs; job += OPT_THREADS / 32) {
         const uint32_t sg = a.job_seg[job], q = a.job_q[job];
         const double acc = fhd_warp_sum_strided(a.partial + (size_t)a.seg[sg].block0 * 4 + q,
@@ -134,10 +142,10 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
                 total += segsum[s][0];
                 continue;
             }
-            const float sigma = *a.sn[l].sigma;
+            const float sigma = sn_sigma[l];
             const float inv = 1.0f / sigma;
             const float c = (float)(segsum[s][2] / ((double)sigma * sigma));
-            const double uu = a.sn[l].norms[0], vv = a.sn[l].norms[1];
+            const double uu = sn_uu[l], vv = sn_vv[l];
             double part = (double)inv * inv * segsum[s][1] - 2.0 * (double)c * inv * segsum[s][3] +
                           (double)c * c * uu * vv;
             total += part > 0.0 ? part : 0.0;
