@@ -3,11 +3,14 @@
  *
  * One update, main stream s0 and side stream s1:
  *   s0  sample + gather (train only; on s1, beside the spectral norm, when there is one)
- *   s0  spectral norm: [online u = normalize(W v); target sigma], [online v, sigma]
+ *   s0  spectral norm: [online u = normalize(W v); target sigma], [online v, sigma] (on sm_90
+ *       the second a programmatic dependent of the first: its W loads overlap the first's end)
  *       -- fork --
  *   s0  online forward on rows_on rows: online(s) and, with double DQN, online(s') in the same
  *       GEMMs (the batch region holds obs then next_obs)
  *   s1  target(s') forward
+ *       (a head of a few outputs: the narrow kernel, on sm_90 a programmatic dependent of the
+ *       GEMM before it)
  *       -- join --
  *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, the rows' mean |td|,
  *       and for a small head also dx through the head and the ReLU below it (dz of layer L - 1);
