@@ -31,8 +31,8 @@ cudaError_t fhd__cuda_bias_act(float *y, const float *b, uint32_t rows, uint32_t
  * lane = column, warp g = rows 64 c + g + 8 i (i = 0..7). Each warp reads 128 contiguous bytes
  * per row and every thread has its 8 rows' loads in flight at once. */
 __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
-    fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *h, float *partial,
-                                   uint32_t B, uint32_t H) {
+    fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *dx2, const float *h,
+                                   float *partial, uint32_t B, uint32_t H) {
     __shared__ float red[BG_GROUPS][BG_COLS];
     fhd_pdl_wait(); /* a programmatic dependent of the dx GEMM: its output is read below */
     const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
@@ -40,13 +40,18 @@ __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
     const uint32_t r0 = blockIdx.y * BG_ROWS + grp;
     float s = 0.0f;
     if (col < H) {
-        float g[BG_ROWS / BG_GROUPS], m[BG_ROWS / BG_GROUPS];
+        float g[BG_ROWS / BG_GROUPS], g2[BG_ROWS / BG_GROUPS], m[BG_ROWS / BG_GROUPS];
 #pragma unroll
         for (int i = 0; i < BG_ROWS / BG_GROUPS; i++) {
             const uint32_t r = r0 + i * BG_GROUPS;
             g[i] = r < B ? dx[(size_t)r * H + col] : 0.0f;
+            g2[i] = r < B && dx2 ? dx2[(size_t)r * H + col] : 0.0f;
             m[i] = r < B ? h[(size_t)r * H + col] : 0.0f;
         }
+        if (dx2) /* the dx GEMM's second K half */
+#pragma unroll
+            for (int i = 0; i < BG_ROWS / BG_GROUPS; i++)
+                g[i] += g2[i];
 #pragma unroll
         for (int i = 0; i < BG_ROWS / BG_GROUPS; i++) {
             const uint32_t r = r0 + i * BG_GROUPS;
@@ -71,8 +76,8 @@ uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
     return c < 2 ? 2 : c; /* never a one-block grid: an extra chunk is empty (r0 >= B) */
 }
 
-cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *h,
-                                          float *partial, uint32_t B, uint32_t H,
+cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *dx2,
+                                          const float *h, float *partial, uint32_t B, uint32_t H,
                                           cudaStream_t stream) {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
@@ -83,7 +88,7 @@ cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const floa
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = fhd_pdl_allowed((const void *)fhd_relu_backward_bgrad_kernel) ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel, dz, dx, h, partial, B, H);
+    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel, dz, dx, dx2, h, partial, B, H);
 }
 
 /* ---- narrow layer forward ---------------------------------------------------------------- */

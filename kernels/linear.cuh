@@ -15,14 +15,15 @@ cudaError_t fhd__cuda_bias_act(float *y, const float *b, uint32_t rows, uint32_t
 
 /* Backward of a torso layer's ReLU with the partial bias gradient of that layer (launched as a
  * programmatic dependent of the dx GEMM before it: its blocks are resident when that ends):
- *   dz (B, H)                  = dx (B, H) * (h > 0)  (in place: dz may equal dx)
+ *   dz (B, H)                  = (dx + dx2) (B, H) * (h > 0)  (in place: dz may equal dx;
+ *                                dx2, the dx GEMM's second K half, may be NULL)
  *   partial (chunks, H)[c][j]  = sum of dz[r][j] over the 64 rows r of chunk c
  * h is the ReLU output (B rows of ld H). The bias gradient is the sum of the partials over the
  * chunks, in chunk order; the optimiser's norm kernel does it (a bias segment), so this kernel
  * has no cross-block pass. partial: (fhd__cuda_relu_bgrad_chunks(B), H) floats. */
 uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B);
-cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *h,
-                                          float *partial, uint32_t B, uint32_t H,
+cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *dx2,
+                                          const float *h, float *partial, uint32_t B, uint32_t H,
                                           cudaStream_t stream);
 
 /* A narrow layer's forward, for the head (out <= FHD_NARROW_MAX_OUT): y (rows, out; row stride

@@ -67,6 +67,21 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
             const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
             g[k] = e < end ? a.grad[e] : 0.0f;
         }
+        if (S.extra) { /* the second half of a split dW GEMM: the gradient is their sum */
+            float x[OPT_PER];
+#pragma unroll
+            for (int k = 0; k < OPT_PER; k++) {
+                const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
+                x[k] = e < end ? S.extra[e - S.off] : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < OPT_PER; k++) {
+                const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
+                g[k] += x[k];
+                if (e < end)
+                    a.grad[e] = g[k];
+            }
+        }
         if (S.sn < 0) {
 #pragma unroll
             for (int k = 0; k < OPT_PER; k++)

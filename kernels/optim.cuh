@@ -37,6 +37,9 @@ typedef struct fhd__opt_segment {
     uint32_t chunk;        /* elements per block: FHD_OPT_CHUNK, or FHD_OPT_BIAS_COLS (bias) */
     const float *partial;  /* bias segment: (nparts, len) column partials; NULL otherwise */
     uint32_t nparts;
+    const float *extra;    /* weight segment: (len) a second part of its gradient (the dW GEMM
+                            * split in two halves of the batch), added into the gradient by the
+                            * norm kernel; NULL otherwise */
 } fhd__opt_segment;
 
 #define FHD_OPT_CHUNK 2048    /* elements per block of a weight segment */

@@ -139,10 +139,13 @@ struct fhd__backend {
     int prioritized, has_sn, tf32_fwd, tf32_bwd;
 
     cudaStream_t s_main, s_side, s_prio; /* s_prio: the priority update beside the backward */
+    cudaStream_t s_aux;       /* the second halves of split backward GEMMs (split_dx, split_dw0) */
+    cudaStream_t s_hdw;       /* the head's dW GEMM, beside the priority update (split_any) */
+    cudaEvent_t ev_aux_fork[FHD_MAXL], ev_aux_join[FHD_MAXL], ev_aux_dw, ev_hdw;
     cudaEvent_t ev_pre, ev_sample, ev_fork, ev_tgt, ev_dw, ev_loss, ev_prio, ev_dz[FHD_MAXL];
     cudaEvent_t ev_stage[2];
     cublasLtHandle_t lt;
-    void *ws_main, *ws_side, *ws_prio; /* cuBLASLt workspaces of s_main, s_side, s_prio */
+    void *ws_main, *ws_side, *ws_prio, *ws_aux; /* cuBLASLt workspaces of the four streams */
 
     /* parameters and optimiser state */
     float *params;            /* (T + P): online [0, P), target [T, T + P) */
@@ -153,6 +156,13 @@ struct fhd__backend {
     float *tg_a, *tg_b;       /* (B, max_width) target ping-pong */
     float *head_t;            /* (B, HOs) target(s') head output */
     float *dz[FHD_MAXL];      /* (B, out_l): gradient at layer l's pre-activation; dz[L] (B, HOs) */
+    /* Small backward GEMMs on the critical path run as two halves on two streams (each one a
+     * latency-bound K loop of half the length): the dx GEMM of layer l (split_dx[l]: halves of
+     * K = out_l, the second into dxp[l], added by the ReLU backward) and the dW GEMM of layer 0
+     * (split_dw0: halves of the batch, the second into gpart0, added by the optimiser). */
+    int split_dx[FHD_MAXL], split_dw0, split_any;
+    float *dxp[FHD_MAXL];     /* (B, in_l) */
+    float *gpart0;            /* (out_0 in_0) */
     /* the batch: one contiguous region so that train_batch uploads it in one copy */
     float *gbatch;
     float *g_x;               /* (2B, S): obs rows, then next_obs rows */
@@ -210,6 +220,7 @@ struct fhd__backend {
 
     /* GEMM plans of the update */
     fhd__gemm fwd_on[FHD_MAXL], fwd_tg[FHD_MAXL], bwd_dw[FHD_MAXL], bwd_dx[FHD_MAXL];
+    fhd__gemm bwd_dx2[FHD_MAXL], bwd_dw0b; /* the second halves (split_dx, split_dw0) */
     /* kernel arguments, fixed at create */
     fhd__sample_args a_sample;
     fhd__sn_args a_sn1, a_sn2, a_sn_eval;
@@ -236,6 +247,8 @@ int32_t fhd__cuda_sync(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e);
 /* cuda_setup.cpp */
 int32_t fhd__cuda_prepare_kernels(fhd__backend *b);
+/* Which backward GEMMs run as two halves (from the layout alone; before buffers are planned). */
+void fhd__cuda_plan_splits(fhd__backend *b);
 /* cuda_act.cpp */
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy);

@@ -95,16 +95,23 @@ static void cuda_destroy(fhd__backend *b) {
         cudaStreamSynchronize(b->s_side);
     if (b->s_prio)
         cudaStreamSynchronize(b->s_prio);
+    if (b->s_aux)
+        cudaStreamSynchronize(b->s_aux);
+    if (b->s_hdw)
+        cudaStreamSynchronize(b->s_hdw);
     if (b->gexec)
         cudaGraphExecDestroy(b->gexec);
     if (b->graph)
         cudaGraphDestroy(b->graph);
     for (uint32_t l = 0; l < FHD_MAXL; l++) {
-        fhd__gemm *gs[4] = {&b->fwd_on[l], &b->fwd_tg[l], &b->bwd_dw[l], &b->bwd_dx[l]};
-        for (int i = 0; i < 4; i++)
+        fhd__gemm *gs[5] = {&b->fwd_on[l], &b->fwd_tg[l], &b->bwd_dw[l], &b->bwd_dx[l],
+                            &b->bwd_dx2[l]};
+        for (int i = 0; i < 5; i++)
             if (gs[i]->ready || gs[i]->desc)
                 fhd__gemm_destroy(gs[i]);
     }
+    if (b->bwd_dw0b.ready || b->bwd_dw0b.desc)
+        fhd__gemm_destroy(&b->bwd_dw0b);
     for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++) {
         for (uint32_t l = 0; l < FHD_MAXL; l++)
             if (b->act_cache[i].fwd[l].ready || b->act_cache[i].fwd[l].desc)
@@ -122,7 +129,7 @@ static void cuda_destroy(fhd__backend *b) {
                    b->sn_norms, b->sn_scratch, b->sn_partial, b->part_min, b->colpart,
                    b->statpart, b->opt_partial, b->clip, b->counters, b->d_one,
                    b->act_x, b->act_a, b->act_b, b->act_head, b->act_q, b->act_greedy,
-                   b->d_stage, b->ws_main, b->ws_side, b->ws_prio};
+                   b->d_stage, b->ws_main, b->ws_side, b->ws_prio, b->ws_aux, b->gpart0};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i])
             cudaFree(dev[i]);
@@ -131,6 +138,8 @@ static void cuda_destroy(fhd__backend *b) {
             cudaFree(b->h[l]);
         if (b->dz[l])
             cudaFree(b->dz[l]);
+        if (b->dxp[l])
+            cudaFree(b->dxp[l]);
         if (b->bpart[l] && l < b->lo.L) /* bpart[L] is colpart, freed above */
             cudaFree(b->bpart[l]);
     }
@@ -150,15 +159,26 @@ static void cuda_destroy(fhd__backend *b) {
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         if (evs[i])
             cudaEventDestroy(evs[i]);
-    for (uint32_t l = 0; l < FHD_MAXL; l++)
-        if (b->ev_dz[l])
-            cudaEventDestroy(b->ev_dz[l]);
+    for (uint32_t l = 0; l < FHD_MAXL; l++) {
+        cudaEvent_t le[3] = {b->ev_dz[l], b->ev_aux_fork[l], b->ev_aux_join[l]};
+        for (int i = 0; i < 3; i++)
+            if (le[i])
+                cudaEventDestroy(le[i]);
+    }
+    if (b->ev_aux_dw)
+        cudaEventDestroy(b->ev_aux_dw);
+    if (b->ev_hdw)
+        cudaEventDestroy(b->ev_hdw);
     if (b->s_main)
         cudaStreamDestroy(b->s_main);
     if (b->s_side)
         cudaStreamDestroy(b->s_side);
     if (b->s_prio)
         cudaStreamDestroy(b->s_prio);
+    if (b->s_aux)
+        cudaStreamDestroy(b->s_aux);
+    if (b->s_hdw)
+        cudaStreamDestroy(b->s_hdw);
     (void)cudaGetLastError();
     free(b);
 }
@@ -169,14 +189,21 @@ static int32_t create_objects(fhd__backend *b) {
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_main, cudaStreamNonBlocking));
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_side, cudaStreamNonBlocking));
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_prio, cudaStreamNonBlocking));
+    FHD_CK(b, cudaStreamCreateWithFlags(&b->s_aux, cudaStreamNonBlocking));
+    FHD_CK(b, cudaEventCreateWithFlags(&b->ev_aux_dw, cudaEventDisableTiming));
+    FHD_CK(b, cudaStreamCreateWithFlags(&b->s_hdw, cudaStreamNonBlocking));
+    FHD_CK(b, cudaEventCreateWithFlags(&b->ev_hdw, cudaEventDisableTiming));
     cudaEvent_t *evs[] = {&b->ev_pre,  &b->ev_sample, &b->ev_fork,     &b->ev_tgt,     &b->ev_dw,
                           &b->ev_loss, &b->ev_prio,   &b->ev_stage[0], &b->ev_stage[1]};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
         FHD_CK(b, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
         FHD_CK(b, cudaEventCreateWithFlags(&b->ev_snaps[i], cudaEventDisableTiming));
-    for (uint32_t l = 0; l <= b->lo.L; l++)
+    for (uint32_t l = 0; l <= b->lo.L; l++) {
         FHD_CK(b, cudaEventCreateWithFlags(&b->ev_dz[l], cudaEventDisableTiming));
+        FHD_CK(b, cudaEventCreateWithFlags(&b->ev_aux_fork[l], cudaEventDisableTiming));
+        FHD_CK(b, cudaEventCreateWithFlags(&b->ev_aux_join[l], cudaEventDisableTiming));
+    }
     FHD_CKB(b, cublasLtCreate(&b->lt));
     return FHD_OK;
 }
@@ -205,7 +232,12 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         const uint64_t w = l == lo->L ? b->HOs : lo->layers[l].out;
         plan_add(p, &b->h[l], (size_t)b->rows_on * w * f, MEM_DEVICE, G_ACT);
         plan_add(p, &b->dz[l], B * w * f, MEM_DEVICE, G_ACT);
+        if (b->split_dx[l])
+            plan_add(p, &b->dxp[l], B * lo->layers[l].in * f, MEM_DEVICE, G_ACT);
     }
+    if (b->split_dw0)
+        plan_add(p, &b->gpart0, (size_t)lo->layers[0].out * lo->layers[0].in * f, MEM_DEVICE,
+                 G_WORK);
     plan_add(p, &b->tg_a, B * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->tg_b, B * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->head_t, B * b->HOs * f, MEM_DEVICE, G_ACT);
@@ -263,6 +295,8 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->ws_main, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     plan_add(p, &b->ws_side, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     plan_add(p, &b->ws_prio, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
+    if (b->split_any)
+        plan_add(p, &b->ws_aux, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     /* pinned host buffers */
     plan_add(p, &b->h_act_obs, R * S * f, MEM_PINNED, 0);
     plan_add(p, &b->h_act_q, R * KT * f, MEM_PINNED, 0);
@@ -387,6 +421,7 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
     b->has_sn = lo->num_sn > 0;
     b->tf32_fwd = cfg->matmul_precision != FHD_PREC_FP32;
     b->tf32_bwd = cfg->matmul_precision == FHD_PREC_TF32;
+    fhd__cuda_plan_splits(b);
     b->max_q = fhd__prio_quantize(1.0);
     {
         /* act chunk rows: the front asks for at most max(num_envs, 256) rows per call */

@@ -10,6 +10,30 @@ enum { CNT_LOSS = 0, CNT_NORM = 1, CNT_ADAM = 2, CNT_SN = 3 };
 #define CNT_SN_COUNT (4 * FHD_MAX_HIDDEN_LAYERS)
 static_assert(CNT_SN + CNT_SN_COUNT <= 64, "counters: 64 allocated");
 
+/* A backward GEMM on the critical path whose K loop is the latency (a few blocks, each walking
+ * all of K) runs as two halves of K on two streams. Only small GEMMs (the big ones fill the card
+ * with one launch) and halves that keep 32-byte alignment. */
+#define FHD_SPLIT_MAX_MNK (1u << 24)
+#define FHD_SPLIT_MIN_K 128 /* below, a GEMM's time is its launch and drain, not its K loop */
+
+void fhd__cuda_plan_splits(fhd__backend *b) {
+    const fhd__layout *lo = &b->lo;
+    const uint64_t B = b->B;
+    for (uint32_t l = 0; l < FHD_MAXL; l++)
+        b->split_dx[l] = 0;
+    /* dx of a torso layer above layer 0 (the head's dx is the loss kernel's or a K = HO GEMM) */
+    for (uint32_t l = 1; l < lo->L; l++) {
+        const uint64_t m = lo->layers[l].in, k = lo->layers[l].out;
+        b->split_dx[l] = k % 16 == 0 && k >= FHD_SPLIT_MIN_K && m * B * k <= FHD_SPLIT_MAX_MNK;
+    }
+    /* dW of layer 0: the last GEMM before the optimiser */
+    const uint64_t m0 = lo->layers[0].in, n0 = lo->layers[0].out;
+    b->split_dw0 = lo->L >= 1 && B % 16 == 0 && B >= FHD_SPLIT_MIN_K && m0 * n0 * B <= FHD_SPLIT_MAX_MNK;
+    b->split_any = b->split_dw0;
+    for (uint32_t l = 0; l < FHD_MAXL; l++)
+        b->split_any |= b->split_dx[l];
+}
+
 static void prepare_sn(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
     const uint64_t sn_half = lo->sn_size;
@@ -203,8 +227,9 @@ static void prepare_opt(fhd__backend *b) {
             sn = (int32_t)a->nsn;
             a->sn[a->nsn++] = v;
         }
-        fhd__opt_segment w = {ly->w_off, (uint64_t)ly->out * ly->in, sn, 0, 0, 0, NULL, 0};
-        fhd__opt_segment bias = {ly->b_off, ly->out, -1, 0, 0, 0, b->bpart[l], b->bparts[l]};
+        fhd__opt_segment w = {ly->w_off, (uint64_t)ly->out * ly->in, sn, 0, 0, 0, NULL, 0,
+                              l == 0 && b->split_dw0 ? b->gpart0 : NULL};
+        fhd__opt_segment bias = {ly->b_off, ly->out, -1, 0, 0, 0, b->bpart[l], b->bparts[l], NULL};
         a->seg[a->nseg++] = w;
         a->seg[a->nseg++] = bias;
     }
@@ -255,6 +280,15 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.C = b->grad + ly->w_off;
         s.ldc = ly->in;
         s.alpha = b->d_one;
+        if (l == 0 && b->split_dw0) { /* rows [0, B/2) here, [B/2, B) into gpart0 */
+            s.k = B / 2;
+            FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw[l], &s));
+            s.A = b->g_x + (size_t)(B / 2) * ly->in;
+            s.B = b->dz[l] + (size_t)(B / 2) * ly->out;
+            s.C = b->gpart0;
+            FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw0b, &s));
+            continue;
+        }
         FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw[l], &s));
         if (l == 0)
             continue;
@@ -273,6 +307,16 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.C = b->dz[l - 1];
         s.ldc = ly->in;
         s.alpha = a_on;
+        if (b->split_dx[l]) { /* outputs [0, out/2) of layer l here, [out/2, out) into dxp */
+            const uint32_t h = ly->out / 2;
+            s.k = h;
+            FHD_TRY(fhd__gemm_plan(b, &b->bwd_dx[l], &s));
+            s.A = b->params + ly->w_off + (size_t)h * ly->in;
+            s.B = b->dz[l] + h;
+            s.C = b->dxp[l];
+            FHD_TRY(fhd__gemm_plan(b, &b->bwd_dx2[l], &s));
+            continue;
+        }
         FHD_TRY(fhd__gemm_plan(b, &b->bwd_dx[l], &s));
     }
     return FHD_OK;

@@ -16,9 +16,13 @@
  *       and for a small head also dx through the head and the ReLU below it (dz of layer L - 1);
  *       on sm_90 a programmatic dependent of the head forwards (it starts while they end)
  *   s2  the loss statistics' block sums and (prioritized) the new priorities into the sum
- *       tree, then the head's dW GEMM
+ *       tree, then the head's dW GEMM (with split GEMMs, below: on s4, beside them)
  *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
- *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready
+ *   s3  a small dx GEMM's second half of K beside the first (split_dx), added by the ReLU
+ *       backward
+ *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready; layer 0's
+ *       (the last before the optimiser) as two halves of the batch on s1 and s3 when small
+ *       (split_dw0), added by the optimiser's norm pass
  *       -- join --
  *   s0  bias gradients from their per-block partials, gradient norm (+ SN gradient sums), then
  *       Adam + clip + SN correction + target update + counter increment: one cooperative
@@ -75,30 +79,58 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tgt, 0));
     const fhd__loss_args *la = train ? &b->a_loss_train : &b->a_loss_batch;
     FHD_CK(b, fhd__cuda_td_loss(la, s0));
-    /* a third branch: the loss statistics and the tree update, then the head's dW GEMM, so
-     * that the dW GEMMs of the layers below (on s1) do not queue behind it; joined before the
-     * optimiser */
+    /* a third branch: the loss statistics and the tree update, so that the dW GEMMs of the
+     * layers below (on s1) do not queue behind them; joined before the optimiser */
     FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
     FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
     FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
-    FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[L], b->s_prio, b->ws_prio));
+    /* the head's dW GEMM: with split GEMMs the backward's tail is shorter than the priority
+     * update and this GEMM in a row, so it gets a fourth branch beside the update; otherwise
+     * it follows the update (beside big GEMMs a fourth branch slowed B3 by 10 us) */
+    cudaStream_t s_hd = b->s_prio;
+    if (b->split_any) {
+        s_hd = b->s_hdw;
+        FHD_CK(b, cudaStreamWaitEvent(s_hd, b->ev_loss, 0));
+    }
+    FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[L], s_hd, b->ws_prio));
     FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
+    if (b->split_any)
+        FHD_CK(b, cudaEventRecord(b->ev_hdw, s_hd));
     for (int l = (int)L; l >= 0; l--) {
         if (l < (int)L) {
             FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));
             FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_dz[l], 0));
+            if (l == 0 && b->split_dw0) { /* the batch's second half on s_aux */
+                FHD_CK(b, cudaStreamWaitEvent(b->s_aux, b->ev_dz[l], 0));
+                FHD_TRY(fhd__gemm_run(b, &b->bwd_dw0b, b->s_aux, b->ws_aux));
+                FHD_CK(b, cudaEventRecord(b->ev_aux_dw, b->s_aux));
+            }
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], s1, b->ws_side));
         }
         if (l > 0 && !(l == (int)L && la->fuse_dx)) { /* fused: the loss kernel made dz[L - 1] */
             const fhd__layer *below = &lo->layers[l - 1];
+            const float *dx2 = NULL;
+            if (b->split_dx[l]) { /* the second half of K on s_aux, beside the first */
+                FHD_CK(b, cudaEventRecord(b->ev_aux_fork[l], s0));
+                FHD_CK(b, cudaStreamWaitEvent(b->s_aux, b->ev_aux_fork[l], 0));
+                FHD_TRY(fhd__gemm_run(b, &b->bwd_dx2[l], b->s_aux, b->ws_aux));
+                FHD_CK(b, cudaEventRecord(b->ev_aux_join[l], b->s_aux));
+                dx2 = b->dxp[l];
+            }
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], s0, b->ws_main));
-            FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], b->h[l - 1],
+            if (dx2)
+                FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_join[l], 0));
+            FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], dx2, b->h[l - 1],
                                                     b->bpart[l - 1], b->B, below->out, s0));
         }
     }
     FHD_CK(b, cudaEventRecord(b->ev_dw, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_dw, 0));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_prio, 0));
+    if (b->split_any)
+        FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_hdw, 0));
+    if (b->split_dw0)
+        FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_dw, 0));
     if (b->opt_grid) {
         FHD_CK(b, fhd__cuda_opt_fused(&b->a_opt, b->opt_grid, s0));
     } else {
@@ -125,7 +157,11 @@ static int32_t preload(fhd__backend *b) {
         FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], b->s_main, b->ws_main));
         if (l > 0)
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], b->s_main, b->ws_main));
+        if (b->split_dx[l])
+            FHD_TRY(fhd__gemm_run(b, &b->bwd_dx2[l], b->s_main, b->ws_main));
     }
+    if (b->split_dw0)
+        FHD_TRY(fhd__gemm_run(b, &b->bwd_dw0b, b->s_main, b->ws_main));
     FHD_CK(b, cudaMemsetAsync(b->grad, 0, b->P * sizeof(float), b->s_main));
     return fhd__cuda_sync(b, b->s_main);
 }
