@@ -146,6 +146,24 @@ static inline int fhd_pdl_allowed(const void *func) {
     return major >= 9 && fa.binaryVersion >= 90;
 }
 
+/* The cudaLaunchKernelEx configuration of a launch that is a programmatic dependent of the
+ * kernel before it on the stream when pdl (see fhd_pdl_allowed), a plain launch otherwise. attr
+ * is the attribute's storage and must live until the launch. */
+static inline cudaLaunchConfig_t fhd_pdl_config(dim3 grid, dim3 block, size_t smem,
+                                                cudaStream_t stream, int pdl,
+                                                cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t cfg = {};
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cfg;
+}
+
 /* Round-to-nearest float operations that the compiler never fuses into an FMA: they mirror the
  * CPU reference (compiled without FMA contraction) wherever a formula mixes * and +. */
 #define FHD_FMUL(a, b) __fmul_rn((a), (b))

@@ -79,15 +79,11 @@ uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
 cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *dx2,
                                           const float *h, float *partial, uint32_t B, uint32_t H,
                                           cudaStream_t stream) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B));
-    cfg.blockDim = dim3(BG_COLS * BG_GROUPS);
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = fhd_pdl_allowed((const void *)fhd_relu_backward_bgrad_kernel) ? 1 : 0;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = fhd_pdl_config(
+        dim3((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B)),
+        dim3(BG_COLS * BG_GROUPS), 0, stream,
+        fhd_pdl_allowed((const void *)fhd_relu_backward_bgrad_kernel), &attr);
     return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel, dz, dx, dx2, h, partial, B, H);
 }
 
@@ -228,15 +224,9 @@ cudaError_t fhd__cuda_narrow_linear(float *y, uint32_t ldy, const float *x, uint
         kernel = fhd_narrow_linear_kernel<32>;
         break;
     }
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(NL_WARPS * 32);
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = fhd_pdl_allowed((const void *)kernel) ? 1 : 0;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = fhd_pdl_config(dim3(grid), dim3(NL_WARPS * 32), 0, stream,
+                                                  fhd_pdl_allowed((const void *)kernel), &attr);
     return cudaLaunchKernelEx(&cfg, kernel, y, ldy, x, ldx, w, b, alpha, rows, in, out, vec);
 }
 

@@ -209,15 +209,9 @@ void fhd__cuda_sn_allow_pdl(fhd__sn_args *a) {
 cudaError_t fhd__cuda_sn_launch(const fhd__sn_args *a, cudaStream_t stream) {
     if (a->njobs == 0)
         return cudaSuccess;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3(a->nblocks);
-    cfg.blockDim = dim3(SN_THREADS);
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = a->pdl ? 1 : 0;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        fhd_pdl_config(dim3(a->nblocks), dim3(SN_THREADS), 0, stream, a->pdl, &attr);
     return cudaLaunchKernelEx(&cfg, fhd_sn_kernel, *a);
 }
 

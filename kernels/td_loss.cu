@@ -476,16 +476,10 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
 }
 
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.gridDim = dim3(fhd__cuda_td_loss_grid(a->B));
-    cfg.blockDim = dim3(FHD_LOSS_THREADS);
-    cfg.dynamicSmemBytes = a->smem_bytes;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = a->pdl ? 1 : 0;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = fhd_pdl_config(dim3(fhd__cuda_td_loss_grid(a->B)),
+                                                  dim3(FHD_LOSS_THREADS), a->smem_bytes, stream,
+                                                  a->pdl, &attr);
     if (fhd__cuda_td_loss_rows(a->B) == 8)
         return cudaLaunchKernelEx(&cfg, fhd_td_loss_kernel<8>, *a);
     return cudaLaunchKernelEx(&cfg, fhd_td_loss_kernel<32>, *a);
