@@ -30,6 +30,8 @@ cudaError_t fhd__cuda_bias_act(float *y, const float *b, uint32_t rows, uint32_t
 /* grid (tiles, chunks): block (t, c) owns columns [32 t, 32 t + 32) of rows [64 c, 64 c + 64);
  * lane = column, warp g = rows 64 c + g + 8 i (i = 0..7). Each warp reads 128 contiguous bytes
  * per row and every thread has its 8 rows' loads in flight at once. */
+template <bool TWO> /* TWO: dx2, the dx GEMM's second half of K, is added (one instance each:
+                     * the second input's registers are not paid where it is not used) */
 __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
     fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *dx2, const float *h,
                                    float *partial, uint32_t B, uint32_t H) {
@@ -45,10 +47,10 @@ __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
         for (int i = 0; i < BG_ROWS / BG_GROUPS; i++) {
             const uint32_t r = r0 + i * BG_GROUPS;
             g[i] = r < B ? dx[(size_t)r * H + col] : 0.0f;
-            g2[i] = r < B && dx2 ? dx2[(size_t)r * H + col] : 0.0f;
+            g2[i] = TWO && r < B ? dx2[(size_t)r * H + col] : 0.0f;
             m[i] = r < B ? h[(size_t)r * H + col] : 0.0f;
         }
-        if (dx2) /* the dx GEMM's second K half */
+        if (TWO) /* the dx GEMM's second K half */
 #pragma unroll
             for (int i = 0; i < BG_ROWS / BG_GROUPS; i++)
                 g[i] += g2[i];
@@ -80,11 +82,16 @@ cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const floa
                                           const float *h, float *partial, uint32_t B, uint32_t H,
                                           cudaStream_t stream) {
     cudaLaunchAttribute attr;
+    const void *k = dx2 ? (const void *)fhd_relu_backward_bgrad_kernel<true>
+                        : (const void *)fhd_relu_backward_bgrad_kernel<false>;
     const cudaLaunchConfig_t cfg = fhd_pdl_config(
         dim3((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B)),
-        dim3(BG_COLS * BG_GROUPS), 0, stream,
-        fhd_pdl_allowed((const void *)fhd_relu_backward_bgrad_kernel), &attr);
-    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel, dz, dx, dx2, h, partial, B, H);
+        dim3(BG_COLS * BG_GROUPS), 0, stream, fhd_pdl_allowed(k), &attr);
+    if (dx2)
+        return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel<true>, dz, dx, dx2, h,
+                                  partial, B, H);
+    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel<false>, dz, dx, dx2, h, partial,
+                              B, H);
 }
 
 /* ---- narrow layer forward ---------------------------------------------------------------- */
@@ -237,9 +244,13 @@ cudaError_t fhd__cuda_linear_preload(void) {
     cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)fhd_bias_act_kernel);
     if (e != cudaSuccess)
         return e;
-    e = cudaFuncGetAttributes(&fa, (const void *)fhd_relu_backward_bgrad_kernel);
-    if (e != cudaSuccess)
-        return e;
+    const void *relu[] = {(const void *)fhd_relu_backward_bgrad_kernel<false>,
+                          (const void *)fhd_relu_backward_bgrad_kernel<true>};
+    for (const void *k : relu) {
+        e = cudaFuncGetAttributes(&fa, k);
+        if (e != cudaSuccess)
+            return e;
+    }
     const void *narrow[] = {(const void *)fhd_narrow_linear_kernel<8>,
                             (const void *)fhd_narrow_linear_kernel<16>,
                             (const void *)fhd_narrow_linear_kernel<24>,
