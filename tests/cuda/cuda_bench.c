@@ -11,10 +11,13 @@
  *   cuda_bench [NAME ...]     NAME in B1 B1-sn B2-fp32 B2-tf32f B2-tf32 B3 C0 (default: all;
  *                             B2-tf32f: tf32_forward)
  * With FHD_BENCH_QUICK set, only the fill and 50 warm-up updates run (for a profiler).
- * With FHD_BENCH_TRACE set, the kernels of 8 updates after the warm-up are also recorded with
- * CUPTI (real start and end times inside the graph, nothing serialised) and the last complete
- * update is printed as a timeline: start and end of every kernel relative to the update's
- * first, and the gap since the previous kernel on the critical path ends.
+ * With FHD_BENCH_TRACE set, the kernels of 8 updates after the warm-up (one train(8), or
+ * train(FHD_BENCH_TRACE_N); with
+ * FHD_BENCH_TRACE=single eight train(1) calls, with =pairs eight train(2) calls: the captures
+ * of cuda_ext.h's FHD_CUDA_GRAPH_*) are also recorded with CUPTI (real start and end times
+ * inside the graph, nothing serialised) and the last two updates are printed as timelines:
+ * start and end of every kernel relative to the end of the update before, and the gap since
+ * the previous kernel on the critical path ends.
  */
 #include "cuda_test.h"
 
@@ -151,28 +154,55 @@ static int cmp_trace(const void *a, const void *b) {
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-static void print_trace(const char *cfg) {
+static int is_opt(const trace_rec *t) {
+    return strstr(t->name, "fhd_opt_fused_kernel") || strstr(t->name, "fhd_adam_step_kernel");
+}
+
+/* Every update ends with its optimiser kernel; one update is the kernels that start after the
+ * previous update's optimiser starts, up to its own (a batch sampled ahead for it runs beside
+ * the previous optimiser: negative times). Times from the end of the previous optimiser; the
+ * second-to-last complete update is shown. */
+static void print_update(const char *cfg, const char *mode, int p, int z);
+
+static void print_trace(const char *cfg, const char *mode) {
     qsort(trace, (size_t)trace_n, sizeof trace[0], cmp_trace);
-    /* updates begin with the sample kernel; take the second-to-last complete one */
-    int starts[64], ns = 0;
-    for (int i = 0; i < trace_n && ns < 64; i++)
-        if (strstr(trace[i].name, "fhd_sample_gather_kernel"))
-            starts[ns++] = i;
-    if (ns < 3) {
-        printf("trace %s: %d updates recorded, too few\n", cfg, ns);
+    static int ends[TRACE_MAX];
+    int ne = 0;
+    for (int i = 0; i < trace_n; i++)
+        if (is_opt(&trace[i]))
+            ends[ne++] = i;
+    if (ne < 3) {
+        printf("trace %s: %d updates recorded, too few\n", cfg, ne);
         return;
     }
-    const int a = starts[ns - 3], z = starts[ns - 2];
-    const uint64_t t0 = trace[a].start;
+    if (ne > 3) /* every update's length, from one optimiser's end to the next's */
+        printf("trace %s (%s): %d updates, %.1f us per update (mean from the second)\n", cfg, mode,
+               ne - 1, ((double)trace[ends[ne - 1]].end - (double)trace[ends[0]].end) / 1000.0 /
+                           (ne - 1));
+    if (ne > 3 && getenv("FHD_BENCH_TRACE_N")) { /* and each one's */
+        for (int k = 1; k < ne; k++)
+            printf("%s%.0f", k % 25 == 1 ? "\n  " : " ",
+                   ((double)trace[ends[k]].end - (double)trace[ends[k - 1]].end) / 1000.0);
+        printf("\n");
+    }
+    print_update(cfg, mode, ends[ne - 3], ends[ne - 2]);
+    print_update(cfg, mode, ends[ne - 2], ends[ne - 1]);
+}
+
+static void print_update(const char *cfg, const char *mode, int p, int z) {
+    const uint64_t t0 = trace[p].end;
     uint64_t busy_end = t0;
-    printf("trace %s: one update, %d kernels, %.1f us from the first kernel's start to the next "
-           "update's\n", cfg, z - a, (trace[z].start - t0) / 1000.0);
+    printf("trace %s (%s): one update, %.1f us from the previous update's end to its own\n", cfg,
+           mode, ((double)trace[z].end - (double)t0) / 1000.0);
     printf("  %8s %8s %7s %7s  %s\n", "start", "end", "dur", "gap", "kernel");
-    for (int i = a; i < z; i++) {
+    for (int i = p + 1; i <= z; i++) {
+        if (is_opt(&trace[i]) && i != z)
+            continue;
         const double gap = trace[i].start > busy_end ? (trace[i].start - busy_end) / 1000.0 : 0.0;
-        printf("  %8.2f %8.2f %7.2f %7.2f  [s%u] %.60s\n", (trace[i].start - t0) / 1000.0,
-               (trace[i].end - t0) / 1000.0, (trace[i].end - trace[i].start) / 1000.0, gap,
-               trace[i].stream, trace[i].name);
+        printf("  %8.2f %8.2f %7.2f %7.2f  [s%u] %.60s\n",
+               ((double)trace[i].start - (double)t0) / 1000.0,
+               ((double)trace[i].end - (double)t0) / 1000.0,
+               (trace[i].end - trace[i].start) / 1000.0, gap, trace[i].stream, trace[i].name);
         if (trace[i].end > busy_end)
             busy_end = trace[i].end;
     }
@@ -184,14 +214,28 @@ static void run(const bench *bm) {
     fill(L);
     timed(L, 50); /* warm-up */
     if (getenv("FHD_BENCH_TRACE")) {
+        /* train(8): the steady state (batches sampled ahead); =single: eight train(1) calls,
+         * each update sampling its own batch; =pairs: eight train(2) calls */
+        const int single = strcmp(getenv("FHD_BENCH_TRACE"), "single") == 0;
+        const int pairs = strcmp(getenv("FHD_BENCH_TRACE"), "pairs") == 0;
         trace_n = 0;
         if (cuptiActivityRegisterCallbacks(trace_buffer_requested, trace_buffer_completed) ==
                 CUPTI_SUCCESS &&
             cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS) {
-            timed(L, 8);
+            const char *tn = getenv("FHD_BENCH_TRACE_N"); /* updates (default 8) */
+            const uint32_t nt = tn && atoi(tn) > 2 ? (uint32_t)atoi(tn) : 8;
+            if (single || pairs) {
+                fhd_train_stats st = FHD_TRAIN_STATS_INIT;
+                for (uint32_t k = 0; k < (pairs ? nt / 2 : nt); k++)
+                    must(L, L->ops->train(L->be, pairs ? 2 : 1, &st), "train");
+                float probe;
+                must(L, L->ops->read(L->be, FHD_STATE_PARAMS, 0, 1, &probe), "read");
+            } else {
+                timed(L, nt);
+            }
             cuptiActivityFlushAll(1);
             cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-            print_trace(bm->name);
+            print_trace(bm->name, single ? "train(1) calls" : pairs ? "train(2) calls" : "train(n)");
         } else {
             printf("trace %s: CUPTI unavailable\n", bm->name);
         }
