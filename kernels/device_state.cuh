@@ -18,7 +18,10 @@ typedef struct fhd__dev_scalars {
     uint64_t max_q;        /* running max of quantised priorities (new transitions get it) */
     uint64_t stats_update; /* the update the statistics below belong to (0: none yet) */
     float loss, td_abs_mean, q_mean, grad_norm, beta;
-    float reserved[3];
+    float reserved;
+    uint64_t sample_ahead; /* updates + 1, written by the priority update (before the optimiser
+                            * raises the counter): the counter of a batch sampled ahead, for the
+                            * next update, beside the optimiser */
 } fhd__dev_scalars;
 
 #ifdef __cplusplus

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
     const uint32_t j = blockIdx.x * SAMPLES_PER_BLOCK + warp;
     uint64_t qj = UINT64_MAX;
     if (j < a.B) {
-        const uint64_t u = a.st->updates;
+        const uint64_t u = a.ahead ? a.st->sample_ahead : a.st->updates;
         const uint64_t r = fhd__rng_u64(a.seed, FHD_RNG_STREAM_SAMPLE, u, j);
         uint64_t s;
         if (a.prioritized) {

@@ -6,6 +6,12 @@
  * fhd__rng_below64(r, replay_size). The sampled rows are gathered straight into the batch
  * buffers, and the leaf priority of each sample and each block's minimum of them (for the IS
  * weights' batch minimum) are kept for the loss kernel.
+ *
+ * Sampling ahead: within one train(n) call, update u + 1's batch is sampled at the end of update
+ * u (after its priority update, the last writer of the tree, and its layer-0 dW GEMM, the last
+ * reader of the batch), beside the optimiser, so that update u + 1 starts with its forward. The
+ * tree, the replay and the RNG counter are those the in-update sampling would see: the same
+ * batch.
  */
 #ifndef FHD_KERNELS_SAMPLE_CUH
 #define FHD_KERNELS_SAMPLE_CUH
@@ -32,6 +38,9 @@ typedef struct fhd__sample_args {
     uint64_t *q;                   /* (B) leaf priority of each sample (prioritized) */
     uint64_t *part_min;            /* (grid) per-block minimum of q (the loss kernel takes the
                                     * batch minimum from these) */
+    int ahead;                     /* 0: the batch of this update (counter st->updates); 1: of
+                                    * the next, sampled at the end of this one (counter
+                                    * st->sample_ahead) */
 } fhd__sample_args;
 
 /* Blocks of the launch (sizes part_min). */

@@ -409,7 +409,9 @@ __global__ void __launch_bounds__(PRIO_THREADS)
             a.st->loss = (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
             a.st->td_abs_mean = (float)(red[1] / n);
             a.st->q_mean = (float)(red[2] / n);
-            a.st->beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, a.st->updates) : 0.0f;
+            const uint64_t u = a.st->updates;
+            a.st->beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, u) : 0.0f;
+            a.st->sample_ahead = u + 1; /* the optimiser raises the counter after this kernel */
         }
     }
     if (!a.prioritized)

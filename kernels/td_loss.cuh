@@ -23,7 +23,7 @@
  *
  * Priority update (its own kernel, on a branch beside the backward pass, launched on every
  * update): block 0 sums the loss blocks' statistics in block order (deterministic) into the
- * device scalars; with prioritized replay, each row's new quantised priority
+ * device scalars and sets the counter of a batch sampled ahead (sample.cuh); with prioritized replay, each row's new quantised priority
  * (fhd__prio_from_td), the running maximum, and for the last occurrence of each slot in the
  * (sorted) batch its leaf, and the integer delta up the tree with atomicAdd,
  * one atomic per node per warp (integer adds commute: the tree equals the CPU's sequential

@@ -11,7 +11,8 @@ enum {
     /* (1) uint64: stream / event / device synchronisations the backend has done (act,
      * train_batch, read/write and staging waits; never in train()). */
     FHD_CUDA_STATE_SYNC_COUNT = 0x1000,
-    /* (1) pointer-sized: the captured update graph (cudaGraph_t), owned by the backend. */
+    /* (1) pointer-sized: one of the captured update graphs (cudaGraph_t), owned by the backend;
+     * the read's offset picks it (FHD_CUDA_GRAPH_*). */
     FHD_CUDA_STATE_GRAPH = 0x1001,
     /* (FHD_CUDA_DEVPTR_COUNT) uint64: device address ranges, see FHD_CUDA_DEVPTR_*. */
     FHD_CUDA_STATE_DEVPTRS = 0x1002,
@@ -31,12 +32,26 @@ enum {
     FHD_CUDA_DEVPTR_COUNT = 10
 };
 
+/* FHD_CUDA_STATE_GRAPH: the four captures of the update. train(1) replays SINGLE; train(n),
+ * n >= 2, replays FIRST, STEADY n - 2 times, then LAST: every update but the last samples the
+ * next one's batch at its end (beside the optimiser), and every update but the first starts
+ * from that batch. With spectral norm (sampling runs beside it, off the critical path) only
+ * SINGLE is captured (the others read as NULL) and every update replays it. */
+enum {
+    FHD_CUDA_GRAPH_SINGLE = 0, /* samples its batch; samples nothing ahead */
+    FHD_CUDA_GRAPH_FIRST = 1,  /* samples its batch and the next update's */
+    FHD_CUDA_GRAPH_STEADY = 2, /* starts from a batch sampled ahead, samples the next */
+    FHD_CUDA_GRAPH_LAST = 3,   /* starts from a batch sampled ahead, samples nothing ahead */
+    FHD_CUDA_GRAPHS = 4
+};
+
 /* FHD_CUDA_STATE_INFO */
 enum {
     FHD_CUDA_INFO_GEMM_FALLBACKS = 0, /* GEMMs of the update without a cuBLASLt bias epilogue */
     FHD_CUDA_INFO_UPDATES_DEVICE = 1, /* the device update counter (synchronous read) */
     FHD_CUDA_INFO_ROWS_ONLINE = 2,    /* rows of the online forward (2B with double DQN) */
-    FHD_CUDA_INFO_COUNT = 3
+    FHD_CUDA_INFO_PAIRED_FWD0 = 3,    /* 1: layer 0 of both networks in one batched GEMM */
+    FHD_CUDA_INFO_COUNT = 4
 };
 
 #endif

@@ -68,6 +68,20 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lb, CUDA_R_32F, tb ? s->n : s->k, tb ? s->k : s->n,
                                           s->ldb));
     FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_32F, s->m, s->n, s->ldc));
+    if (s->batch > 1) {
+        const int32_t bc = (int32_t)s->batch;
+        cublasLtMatrixLayout_t ls[3] = {g->la, g->lb, g->lc};
+        const int64_t st[3] = {s->stride_a, s->stride_b, s->stride_c};
+        for (int i = 0; i < 3; i++) {
+            FHD_CKB(b, cublasLtMatrixLayoutSetAttribute(ls[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                        &bc, sizeof bc));
+            FHD_CKB(b, cublasLtMatrixLayoutSetAttribute(
+                           ls[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st[i], sizeof st[i]));
+        }
+        if (epi != FHD_EPI_NONE)
+            FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                                      &s->stride_bias, sizeof s->stride_bias));
+    }
 
     cublasLtMatmulPreference_t pref = NULL;
     FHD_CKB(b, cublasLtMatmulPreferenceCreate(&pref));
@@ -127,7 +141,7 @@ int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s) {
     int found = 0;
     /* a fused bias epilogue first; without one, a plain GEMM and fhd__cuda_bias_act */
     FHD_TRY(try_plan(b, g, s, s->epilogue, &found));
-    if (!found && s->epilogue != FHD_EPI_NONE) {
+    if (!found && s->epilogue != FHD_EPI_NONE && s->batch <= 1) {
         fhd__gemm_destroy(g);
         FHD_TRY(try_plan(b, g, s, FHD_EPI_NONE, &found));
         g->fallback = 1;
@@ -171,11 +185,11 @@ int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, 
     return FHD_OK;
 }
 
-int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
-                               const float *x, float *y, const float *alpha) {
+static void forward_spec(fhd__backend *b, fhd__gemm_spec *sp, int net, uint32_t l, uint32_t rows,
+                         const float *x, float *y, const float *alpha) {
     const fhd__layer *ly = &b->lo.layers[l];
     const float *base = b->params + (net ? b->T : 0);
-    fhd__gemm_spec s;
+    fhd__gemm_spec &s = *sp;
     memset(&s, 0, sizeof s);
     s.tf32 = b->tf32_fwd;
     s.opa = CUBLAS_OP_T;
@@ -192,6 +206,25 @@ int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t 
     s.alpha = alpha;
     s.epilogue = l < b->lo.L ? FHD_EPI_BIAS_RELU : FHD_EPI_BIAS;
     s.bias = base + ly->b_off;
+}
+
+int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, uint32_t rows,
+                                    const float *x, int64_t sx, float *y, int64_t sy) {
+    fhd__gemm_spec s;
+    forward_spec(b, &s, 0, l, rows, x, y, b->d_one);
+    s.batch = 2;
+    s.stride_a = (int64_t)b->T; /* the target network: the same layout T floats on */
+    s.stride_bias = (int64_t)b->T;
+    s.stride_b = sx;
+    s.stride_c = sy;
+    return fhd__gemm_plan(b, g, &s);
+}
+
+int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
+                               const float *x, float *y, const float *alpha) {
+    const fhd__layer *ly = &b->lo.layers[l];
+    fhd__gemm_spec s;
+    forward_spec(b, &s, net, l, rows, x, y, alpha);
     if (l == b->lo.L && ly->out <= FHD_NARROW_MAX_OUT &&
         (uint64_t)rows * ly->in <= FHD_NARROW_MAX_X) {
         /* a head of a few outputs: cuBLASLt's tiles would be mostly padding (see linear.cuh) */

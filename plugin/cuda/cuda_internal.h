@@ -23,6 +23,8 @@ extern "C" {
 #include "backend.h"
 }
 
+#include "cuda_ext.h"
+
 #include "act.cuh"
 #include "device_state.cuh"
 #include "optim.cuh"
@@ -103,6 +105,9 @@ typedef struct fhd__gemm_spec {
     const float *alpha;
     int epilogue;                     /* FHD_EPI_* */
     const float *bias;                /* (m) */
+    /* strided batch (batch > 1): element strides between the batch's A, B, C and bias */
+    uint32_t batch;
+    int64_t stride_a, stride_b, stride_c, stride_bias;
 } fhd__gemm_spec;
 
 int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s);
@@ -112,6 +117,10 @@ void fhd__gemm_destroy(fhd__gemm *g);
  * ReLU on torso layers, alpha = 1/sigma on normalised layers. */
 int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
                                const float *x, float *y, const float *alpha);
+/* Layer l's forward of the online network (batch 0, into y) and of the target (batch 1, input
+ * x + sx, output y + sy), both with alpha = 1, as one batched GEMM. */
+int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, uint32_t rows,
+                                    const float *x, int64_t sx, float *y, int64_t sy);
 
 /* ---- the backend ------------------------------------------------------------------------- */
 
@@ -140,8 +149,13 @@ struct fhd__backend {
 
     cudaStream_t s_main, s_side, s_prio; /* s_prio: the priority update beside the backward */
     cudaStream_t s_aux;       /* the second halves of split backward GEMMs (split_dx, split_dw0) */
-    cudaStream_t s_hdw;       /* the head's dW GEMM, beside the priority update (split_any) */
+    cudaStream_t s_hdw;       /* the head's dW GEMM, beside the priority update (split_any), and
+                               * the next update's batch sampled ahead (sample_ahead). No stream
+                               * more: one more stream created in the process made B3's update
+                               * bimodal (160 or 178 us; the graph's branches share the device's
+                               * hardware queues) */
     cudaEvent_t ev_aux_fork[FHD_MAXL], ev_aux_join[FHD_MAXL], ev_aux_dw, ev_hdw;
+    cudaEvent_t ev_tree, ev_ahead; /* after the priority update; after the sampling ahead */
     cudaEvent_t ev_pre, ev_sample, ev_fork, ev_tgt, ev_dw, ev_loss, ev_prio, ev_dz[FHD_MAXL];
     cudaEvent_t ev_stage[2];
     cublasLtHandle_t lt;
@@ -162,6 +176,19 @@ struct fhd__backend {
      * (split_dw0: halves of the batch, the second into gpart0, added by the optimiser). */
     int split_dx[FHD_MAXL], split_dw0, split_any;
     float *dxp[FHD_MAXL];     /* (B, in_l) */
+    /* Layer 0's forward of both networks in one batched GEMM (pair_fwd0: small networks without
+     * spectral norm): fwd_on[0] computes online and target layer 0 over the same input rows, the
+     * target's into h[0] + rows_on out_0 (rows_on rows, of which the target's forward uses
+     * those of s'). Its only purpose: a graph whose first node is one kernel that both
+     * forwards descend from; with two root GEMMs the graph executor ran the loss kernel
+     * without its programmatic early start (1.5 us launch gap and its PER weights on the
+     * critical path). */
+    int pair_fwd0;
+    /* Batches sampled ahead (cuda_ext.h, FHD_CUDA_GRAPH_*) where sampling is on the update's
+     * critical path: without spectral norm (with it, sampling runs beside the spectral-norm
+     * kernels, and sampling ahead only made B3 0.5 us slower: its optimiser shared the card) */
+    int sample_ahead;
+
     float *gpart0;            /* (out_0 in_0) */
     /* the batch: one contiguous region so that train_batch uploads it in one copy */
     float *gbatch;
@@ -222,14 +249,14 @@ struct fhd__backend {
     fhd__gemm fwd_on[FHD_MAXL], fwd_tg[FHD_MAXL], bwd_dw[FHD_MAXL], bwd_dx[FHD_MAXL];
     fhd__gemm bwd_dx2[FHD_MAXL], bwd_dw0b; /* the second halves (split_dx, split_dw0) */
     /* kernel arguments, fixed at create */
-    fhd__sample_args a_sample;
+    fhd__sample_args a_sample, a_sample_ahead;
     fhd__sn_args a_sn1, a_sn2, a_sn_eval;
     fhd__loss_args a_loss_train, a_loss_batch;
     fhd__opt_args a_opt;
     unsigned int opt_grid; /* grid of the fused cooperative optimiser pass; 0: two kernels */
-    /* the captured update */
-    cudaGraph_t graph;
-    cudaGraphExec_t gexec;
+    /* the captured update, FHD_CUDA_GRAPHS variants (cuda_ext.h: FHD_CUDA_GRAPH_*) */
+    cudaGraph_t graph[FHD_CUDA_GRAPHS];
+    cudaGraphExec_t gexec[FHD_CUDA_GRAPHS];
 
     /* host mirrors */
     uint64_t updates, pos, size, max_q;
@@ -237,7 +264,11 @@ struct fhd__backend {
 };
 
 /* cuda_update.cpp */
-int32_t fhd__cuda_record_update(fhd__backend *b, int train);
+/* Record one update into the capture or the stream. train: sample with PER loss arguments (else
+ * the host batch already in the batch buffers); sample_in: the update samples its own batch
+ * (else it was sampled ahead by the update before); ahead: sample the next update's batch at
+ * the end. */
+int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int ahead);
 int32_t fhd__cuda_capture(fhd__backend *b);
 int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *stats);
 int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st);

@@ -99,10 +99,12 @@ static void cuda_destroy(fhd__backend *b) {
         cudaStreamSynchronize(b->s_aux);
     if (b->s_hdw)
         cudaStreamSynchronize(b->s_hdw);
-    if (b->gexec)
-        cudaGraphExecDestroy(b->gexec);
-    if (b->graph)
-        cudaGraphDestroy(b->graph);
+    for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
+        if (b->gexec[v])
+            cudaGraphExecDestroy(b->gexec[v]);
+        if (b->graph[v])
+            cudaGraphDestroy(b->graph[v]);
+    }
     for (uint32_t l = 0; l < FHD_MAXL; l++) {
         fhd__gemm *gs[5] = {&b->fwd_on[l], &b->fwd_tg[l], &b->bwd_dw[l], &b->bwd_dx[l],
                             &b->bwd_dx2[l]};
@@ -169,6 +171,11 @@ static void cuda_destroy(fhd__backend *b) {
         cudaEventDestroy(b->ev_aux_dw);
     if (b->ev_hdw)
         cudaEventDestroy(b->ev_hdw);
+    if (b->ev_tree)
+        cudaEventDestroy(b->ev_tree);
+    if (b->ev_ahead)
+        cudaEventDestroy(b->ev_ahead);
+
     if (b->s_main)
         cudaStreamDestroy(b->s_main);
     if (b->s_side)
@@ -193,6 +200,9 @@ static int32_t create_objects(fhd__backend *b) {
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_aux_dw, cudaEventDisableTiming));
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_hdw, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_hdw, cudaEventDisableTiming));
+    FHD_CK(b, cudaEventCreateWithFlags(&b->ev_tree, cudaEventDisableTiming));
+    FHD_CK(b, cudaEventCreateWithFlags(&b->ev_ahead, cudaEventDisableTiming));
+
     cudaEvent_t *evs[] = {&b->ev_pre,  &b->ev_sample, &b->ev_fork,     &b->ev_tgt,     &b->ev_dw,
                           &b->ev_loss, &b->ev_prio,   &b->ev_stage[0], &b->ev_stage[1]};
     for (size_t i = 0; i < sizeof evs / sizeof evs[0]; i++)
@@ -230,7 +240,9 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     /* activations and batch */
     for (uint32_t l = 0; l <= lo->L; l++) {
         const uint64_t w = l == lo->L ? b->HOs : lo->layers[l].out;
-        plan_add(p, &b->h[l], (size_t)b->rows_on * w * f, MEM_DEVICE, G_ACT);
+        /* pair_fwd0: h[0] holds the target's layer 0 too (cuda_internal.h) */
+        const uint64_t nets = l == 0 && b->pair_fwd0 ? 2 : 1;
+        plan_add(p, &b->h[l], nets * b->rows_on * w * f, MEM_DEVICE, G_ACT);
         plan_add(p, &b->dz[l], B * w * f, MEM_DEVICE, G_ACT);
         if (b->split_dx[l])
             plan_add(p, &b->dxp[l], B * lo->layers[l].in * f, MEM_DEVICE, G_ACT);

@@ -32,6 +32,11 @@ void fhd__cuda_plan_splits(fhd__backend *b) {
     b->split_any = b->split_dw0;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         b->split_any |= b->split_dx[l];
+    /* layer 0's forwards as one batched GEMM (cuda_internal.h): small networks without spectral
+     * norm (with it, the spectral-norm kernel is the graph's first node already) */
+    b->pair_fwd0 = lo->L >= 1 && !b->has_sn &&
+                   (uint64_t)b->rows_on * n0 * m0 <= FHD_SPLIT_MAX_MNK;
+    b->sample_ahead = !b->has_sn;
 }
 
 static void prepare_sn(fhd__backend *b) {
@@ -131,6 +136,8 @@ static void prepare_sample(fhd__backend *b) {
     a->idx = b->idx;
     a->q = b->qs;
     a->part_min = b->part_min;
+    b->a_sample_ahead = *a;
+    b->a_sample_ahead.ahead = 1;
 }
 
 static int32_t prepare_loss(fhd__backend *b) {
@@ -253,17 +260,31 @@ static void prepare_opt(fhd__backend *b) {
 static int32_t prepare_gemms(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
     const uint32_t L = lo->L, B = b->B, S = lo->S;
+    /* the target's layer-0 output when paired: rows_on rows after the online ones in h[0]; with
+     * double DQN both run over (s, s') and the target's rows of s' are the second half */
+    const uint32_t out0 = lo->layers[0].out;
+    float *h0_tg = b->h[0] + (size_t)b->rows_on * out0;
+    const float *x1_tg = h0_tg + (b->rows_on > B ? (size_t)B * out0 : 0);
+    if (b->pair_fwd0 &&
+        fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->g_x,
+                                    b->rows_on > B ? 0 : (int64_t)B * S, b->h[0],
+                                    (int64_t)b->rows_on * out0) != FHD_OK)
+        b->pair_fwd0 = 0; /* no batched algorithm with the bias epilogue: two GEMMs */
     for (uint32_t l = 0; l <= L; l++) {
         const fhd__layer *ly = &lo->layers[l];
         const float *a_on = ly->sn ? b->sn_inv + l : b->d_one;
         const float *a_tg = ly->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + l : b->d_one;
-        /* online(s) [+ online(s')] */
-        FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_on[l], 0, l, b->rows_on,
-                                       l == 0 ? b->g_x : b->h[l - 1], b->h[l], a_on));
+        const float *xo = l == 0 ? b->g_x : b->h[l - 1];
         /* target(s') */
         const float *xt = l == 0 ? b->g_x + (size_t)B * S : ((l - 1) % 2 == 0 ? b->tg_a : b->tg_b);
+        if (l == 1 && b->pair_fwd0)
+            xt = x1_tg;
         float *yt = l == L ? b->head_t : (l % 2 == 0 ? b->tg_a : b->tg_b);
-        FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_tg[l], 1, l, B, xt, yt, a_tg));
+        if (!(l == 0 && b->pair_fwd0)) {
+            /* online(s) [+ online(s')] */
+            FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_on[l], 0, l, b->rows_on, xo, b->h[l], a_on));
+            FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_tg[l], 1, l, B, xt, yt, a_tg));
+        }
         /* dW_l (out, in) = dz_l^T x_l: column-major dW^T (in, out) = x^T (in, B) . dz (B, out) */
         fhd__gemm_spec s;
         memset(&s, 0, sizeof s);

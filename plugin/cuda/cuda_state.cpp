@@ -57,9 +57,9 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
         o[0] = b->sync_count;
         return FHD_OK;
     case FHD_CUDA_STATE_GRAPH:
-        if (count < 1)
+        if (count < 1 || offset >= FHD_CUDA_GRAPHS)
             break;
-        memcpy(dst, &b->graph, sizeof(b->graph));
+        memcpy(dst, &b->graph[offset], sizeof(b->graph[offset]));
         return FHD_OK;
     case FHD_CUDA_STATE_DEVPTRS: {
         if (count < FHD_CUDA_DEVPTR_COUNT)
@@ -90,6 +90,7 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
         o[FHD_CUDA_INFO_GEMM_FALLBACKS] = fb;
         o[FHD_CUDA_INFO_UPDATES_DEVICE] = s.updates;
         o[FHD_CUDA_INFO_ROWS_ONLINE] = b->rows_on;
+        o[FHD_CUDA_INFO_PAIRED_FWD0] = (uint64_t)b->pair_fwd0;
         return FHD_OK;
     }
     default: break;

@@ -49,18 +49,20 @@ int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e) {
     return FHD_OK;
 }
 
-int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
+int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int ahead) {
     const fhd__layout *lo = &b->lo;
     const uint32_t L = lo->L;
     cudaStream_t s0 = b->s_main, s1 = b->s_side;
+    sample_in = train && sample_in;
+    ahead = train && ahead;
     /* sampling and spectral norm are independent: with both, sampling runs beside it on s1 */
-    const bool side_sample = train && b->has_sn;
+    const bool side_sample = sample_in && b->has_sn;
     if (side_sample) {
         FHD_CK(b, cudaEventRecord(b->ev_pre, s0));
         FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_pre, 0));
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample, s1));
         FHD_CK(b, cudaEventRecord(b->ev_sample, s1));
-    } else if (train) {
+    } else if (sample_in) {
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample, s0));
     }
     if (b->has_sn) {
@@ -69,11 +71,15 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
     }
     if (side_sample)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_sample, 0));
+    /* paired: layer 0 of both networks in one GEMM, then the fork */
+    const uint32_t l0 = b->pair_fwd0 ? 1 : 0;
+    if (l0)
+        FHD_TRY(fhd__gemm_run(b, &b->fwd_on[0], s0, b->ws_main));
     FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
     FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
-    for (uint32_t l = 0; l <= L; l++)
+    for (uint32_t l = l0; l <= L; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], s0, b->ws_main));
-    for (uint32_t l = 0; l <= L; l++)
+    for (uint32_t l = l0; l <= L; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], s1, b->ws_side));
     FHD_CK(b, cudaEventRecord(b->ev_tgt, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tgt, 0));
@@ -84,6 +90,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
     FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
     FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
     FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
+    if (ahead) /* the tree is final for this update: the next update's sampling may read it */
+        FHD_CK(b, cudaEventRecord(b->ev_tree, b->s_prio));
     /* the head's dW GEMM: with split GEMMs the backward's tail is shorter than the priority
      * update and this GEMM in a row, so it gets a fourth branch beside the update; otherwise
      * it follows the update (beside big GEMMs a fourth branch slowed B3 by 10 us) */
@@ -131,12 +139,26 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train) {
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_hdw, 0));
     if (b->split_dw0)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_dw, 0));
+    if (ahead) {
+        /* the next update's batch, beside the optimiser: after the tree's last writer (the
+         * priority update, which also set the counter it samples with) and the batch's last
+         * readers (the loss kernel before it, layer 0's dW GEMMs) */
+        cudaStream_t sa = b->s_hdw; /* after the head's dW GEMM there, if any: it ends earlier */
+        FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_tree, 0));
+        FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_dw, 0));
+        if (b->split_dw0)
+            FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_aux_dw, 0));
+        FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_ahead, sa));
+        FHD_CK(b, cudaEventRecord(b->ev_ahead, sa));
+    }
     if (b->opt_grid) {
         FHD_CK(b, fhd__cuda_opt_fused(&b->a_opt, b->opt_grid, s0));
     } else {
         FHD_CK(b, fhd__cuda_clip_grad_norm(&b->a_opt, s0));
         FHD_CK(b, fhd__cuda_adam_step(&b->a_opt, s0));
     }
+    if (ahead)
+        FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_ahead, 0));
     return FHD_OK;
 }
 
@@ -153,7 +175,8 @@ static int32_t preload(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_act_preload());
     for (uint32_t l = 0; l <= b->lo.L; l++) {
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], b->s_main, b->ws_main));
-        FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], b->s_main, b->ws_main));
+        if (!(l == 0 && b->pair_fwd0))
+            FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], b->s_main, b->ws_main));
         FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], b->s_main, b->ws_main));
         if (l > 0)
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], b->s_main, b->ws_main));
@@ -166,24 +189,48 @@ static int32_t preload(fhd__backend *b) {
     return fhd__cuda_sync(b, b->s_main);
 }
 
-static int32_t capture(fhd__backend *b);
+static int32_t capture(fhd__backend *b, int v);
 
-/* The fused optimiser pass is a cooperative launch; should the capture of one fail, the update
- * is captured again with the two-kernel pass. */
+static void drop_graphs(fhd__backend *b) {
+    for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
+        if (b->gexec[v])
+            cudaGraphExecDestroy(b->gexec[v]);
+        if (b->graph[v])
+            cudaGraphDestroy(b->graph[v]);
+        b->gexec[v] = NULL;
+        b->graph[v] = NULL;
+    }
+}
+
+static int32_t capture_all(fhd__backend *b) {
+    int32_t rc = FHD_OK;
+    const int nv = b->sample_ahead ? FHD_CUDA_GRAPHS : 1; /* else SINGLE only */
+    for (int v = 0; v < nv && rc == FHD_OK; v++)
+        rc = capture(b, v);
+    if (rc != FHD_OK)
+        drop_graphs(b);
+    return rc;
+}
+
+/* The four variants of the update (cuda_ext.h, FHD_CUDA_GRAPH_*). The fused optimiser pass is a
+ * cooperative launch; should the capture of one fail, the update is captured again with the
+ * two-kernel pass. */
 int32_t fhd__cuda_capture(fhd__backend *b) {
     FHD_TRY(preload(b));
     b->opt_grid = fhd__cuda_opt_fused_grid(&b->a_opt, b->device);
-    int32_t rc = capture(b);
+    int32_t rc = capture_all(b);
     if (rc != FHD_OK && b->opt_grid) {
         b->opt_grid = 0;
-        rc = capture(b);
+        rc = capture_all(b);
     }
     return rc;
 }
 
-static int32_t capture(fhd__backend *b) {
+static int32_t capture(fhd__backend *b, int v) {
+    const int sample_in = v == FHD_CUDA_GRAPH_SINGLE || v == FHD_CUDA_GRAPH_FIRST;
+    const int ahead = v == FHD_CUDA_GRAPH_FIRST || v == FHD_CUDA_GRAPH_STEADY;
     FHD_CK(b, cudaStreamBeginCapture(b->s_main, cudaStreamCaptureModeGlobal));
-    int32_t rc = fhd__cuda_record_update(b, 1);
+    int32_t rc = fhd__cuda_record_update(b, 1, sample_in, ahead);
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(b->s_main, &g);
     if (rc != FHD_OK) {
@@ -198,15 +245,15 @@ static int32_t capture(fhd__backend *b) {
         (void)cudaGetLastError();
         return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaStreamEndCapture (update graph)");
     }
-    e = cudaGraphInstantiate(&b->gexec, g, 0);
+    e = cudaGraphInstantiate(&b->gexec[v], g, 0);
     if (e != cudaSuccess) {
-        b->gexec = NULL;
+        b->gexec[v] = NULL;
         cudaGraphDestroy(g);
         (void)cudaGetLastError();
         return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaGraphInstantiate (update graph)");
     }
-    b->graph = g;
-    FHD_CK(b, cudaGraphUpload(b->gexec, b->s_main));
+    b->graph[v] = g;
+    FHD_CK(b, cudaGraphUpload(b->gexec[v], b->s_main));
     return FHD_OK;
 }
 
@@ -277,8 +324,16 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
         return fhd__cuda_failf(b, FHD_ERR_NOT_READY,
                                "train: the replay holds fewer transitions than batch_size");
     FHD_CK(b, cudaSetDevice(b->device));
-    for (uint32_t k = 0; k < num_updates; k++)
-        FHD_CK(b, cudaGraphLaunch(b->gexec, b->s_main));
+    /* within the call each update but the last samples the next one's batch (cuda_ext.h); none
+     * is left sampled ahead when it returns, so observe, writes and checkpoints between calls
+     * see the state of plain updates */
+    for (uint32_t k = 0; k < num_updates; k++) {
+        const bool first = k == 0 || !b->sample_ahead;
+        const bool last = k + 1 == num_updates || !b->sample_ahead;
+        const int v = first ? (last ? FHD_CUDA_GRAPH_SINGLE : FHD_CUDA_GRAPH_FIRST)
+                            : (last ? FHD_CUDA_GRAPH_LAST : FHD_CUDA_GRAPH_STEADY);
+        FHD_CK(b, cudaGraphLaunch(b->gexec[v], b->s_main));
+    }
     b->updates += num_updates;
     if (num_updates)
         FHD_TRY(fhd__cuda_snapshot(b));
@@ -306,7 +361,7 @@ int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_tr
     memcpy(tail + B, hb->disc, sizeof(float) * B);
     memcpy(tail + 2 * B, hb->weights, sizeof(float) * B);
     FHD_CK(b, cudaMemcpyAsync(b->gbatch, h, b->gbatch_bytes, cudaMemcpyHostToDevice, b->s_main));
-    FHD_TRY(fhd__cuda_record_update(b, 0));
+    FHD_TRY(fhd__cuda_record_update(b, 0, 0, 0));
     b->updates++;
     if (hb->td || hb->y) {
         FHD_CK(b, cudaMemcpyAsync(b->h_tdy, b->td, sizeof(float) * B * D, cudaMemcpyDeviceToHost,

@@ -1,6 +1,9 @@
 /* test_cuda_graph.c - the structure of the captured update and a stall-free training loop.
  *
- * On a B1-like configuration (dueling, double DQN, PER, spectral norm on every torso layer):
+ * On a B1-like configuration (dueling, double DQN, PER, spectral norm on every torso layer:
+ * one capture), and for each of the four captures of the update (cuda_ext.h, FHD_CUDA_GRAPH_*)
+ * of the same configuration without spectral norm (batches sampled ahead, layer 0 of both
+ * networks in one batched GEMM):
  *   - the update was captured (cudaStreamCaptureModeGlobal, at create) into one graph;
  *   - no memcpy node at all, so none between parameter copies;
  *   - no kernel node of ours (fhd_*) has a 1x1x1 grid;
@@ -12,10 +15,15 @@
  *     the gradient-norm kernel joins the dW GEMMs' branch;
  *   - on sm_90 the loss kernel hangs on a programmatic edge (it starts its own loads while the
  *     head's forward finishes), and below sm_90 there are no such edges;
+ *   - the loss kernel's two predecessors (the head forwards) descend from a common kernel node;
+ *   - the sampling kernel is where the variant puts it: before the loss when the update samples
+ *     its own batch; for the next update's batch, after the loss, the priority update and
+ *     every GEMM but the head's dW, and beside the optimiser;
  *   - the backend does no synchronisation across 10,000 updates driven through the front
  *     (fhd__learner_train, which also queries the replay size), and the device counter shows
  *     all of them done.
- * The graph is written to $FHD_GRAPH_DOT (Graphviz) when that variable is set.
+ * The configuration without spectral norm's steady-state graph is written to $FHD_GRAPH_DOT
+ * (Graphviz) when that variable is set.
  */
 #include "cuda_test.h"
 
@@ -89,33 +97,28 @@ static int parallel_between(int from, int to, const char *what) {
     return pairs > 0;
 }
 
-int main(void) {
-    ct_require_gpu();
-    const char *json = "{\"backend\": \"cuda\", \"obs_dim\": 64, \"hidden\": [256, 256], "
-                       "\"actions\": [8], \"dueling\": true, \"double_dqn\": true, "
-                       "\"batch_size\": 256, \"replay_capacity\": 65536, \"replay\": "
-                       "\"prioritized\", \"spectral_norm\": \"all\", \"lr\": 0.0001, "
-                       "\"max_grad_norm\": 10, \"target_update_interval\": 1000, \"num_envs\": 64, "
-                       "\"learning_starts\": 0, \"seed\": 3}";
-    fhd_learner *L = ct_create_cuda(json);
-    printf("device: %s\n", L->ops->device_name(L->be));
+/* The structure of one captured variant of the update (cuda_ext.h, FHD_CUDA_GRAPH_*). */
+static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
+    static const char *names[FHD_CUDA_GRAPHS] = {"single", "first", "steady", "last"};
+    const char *vn = names[v];
     cudaGraph_t g = NULL;
-    ct_read(L, FHD_CUDA_STATE_GRAPH, 0, 1, &g);
-    ct_check(g != NULL, "the update was captured into a graph (global capture mode, at create)");
+    ct_read(L, FHD_CUDA_STATE_GRAPH, (uint64_t)v, 1, &g);
+    ct_check(g != NULL, "%s: the update was captured into a graph (global capture mode, at create)",
+             vn);
     if (!g)
-        return ct_finish();
-    uint64_t dp[FHD_CUDA_DEVPTR_COUNT];
-    ct_read(L, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dp);
+        return;
+    printf("  graph %s:\n", vn);
 
     nn = MAXN;
     cudaGraphNode_t raw[MAXN];
     cudaError_t e = cudaGraphGetNodes(g, raw, &nn);
-    ct_check(e == cudaSuccess && nn < MAXN, "cudaGraphGetNodes: %zu nodes", nn);
+    ct_check(e == cudaSuccess && nn < MAXN, "%s: cudaGraphGetNodes: %zu nodes", vn, nn);
     ne = 4 * MAXN;
     e = cudaGraphGetEdges(g, efrom, eto, edata, &ne);
-    ct_check(e == cudaSuccess, "cudaGraphGetEdges: %zu edges", ne);
+    ct_check(e == cudaSuccess, "%s: cudaGraphGetEdges: %zu edges", vn, ne);
     int n_kernel = 0, n_memcpy = 0, n_memset = 0, n_other = 0, n_sn = 0, ours_1x1 = 0;
     int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, last_sn = -1, n_opt = 0;
+    int samples[4], n_sample = 0, prio = -1, n_lib = 0;
     for (size_t i = 0; i < nn; i++) {
         node_info *ni = &nodes[i];
         ni->node = raw[i];
@@ -137,6 +140,7 @@ int main(void) {
             }
             (void)cudaGetLastError();
             ni->ours = strstr(ni->name, "fhd_") != NULL;
+            n_lib += !ni->ours;
             if (ni->ours) {
                 n_ours++;
                 if (ni->grid.x * ni->grid.y * ni->grid.z == 1)
@@ -147,6 +151,10 @@ int main(void) {
                 }
                 if (strstr(ni->name, "fhd_td_loss_kernel"))
                     loss = (int)i;
+                if (strstr(ni->name, "fhd_sample_gather_kernel") && n_sample < 4)
+                    samples[n_sample++] = (int)i;
+                if (strstr(ni->name, "fhd_priority_update_kernel"))
+                    prio = (int)i;
                 if (strstr(ni->name, "fhd_clip_grad_norm_kernel") ||
                     strstr(ni->name, "fhd_opt_fused_kernel"))
                     norm = (int)i;
@@ -179,21 +187,23 @@ int main(void) {
     }
     printf("       %zu nodes: %d kernels (%d ours), %d memcpy, %d memset, %d other\n", nn, n_kernel,
            n_ours, n_memcpy, n_memset, n_other);
-    ct_check(n_memcpy == 0, "no memcpy node (so none between parameter copies): %d", n_memcpy);
-    ct_check(ours_1x1 == 0, "no kernel node of ours with a 1x1x1 grid (%d found)", ours_1x1);
+    ct_check(n_memcpy == 0, "%s: no memcpy node (so none between parameter copies): %d", vn, n_memcpy);
+    ct_check(ours_1x1 == 0, "%s: no kernel node of ours with a 1x1x1 grid (%d found)", vn,
+             ours_1x1);
     int coop = 0;
     cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, 0);
     ct_check(n_opt == (coop ? 1 : 2),
-             "clipping and Adam in %d kernel node(s) (one cooperative launch where the device has "
-             "them: %s)", n_opt, coop ? "yes" : "no");
-    ct_check(n_sn == 2, "spectral norm of both torso layers (online and target) in %d kernel nodes",
-             n_sn);
-    ct_check(memset_bad == 0, "no memset node writes parameters, gradient, Adam or SN state (%d)",
-             memset_bad);
+             "%s: clipping and Adam in %d kernel node(s) (one cooperative launch where the device has "
+             "them: %s)", vn, n_opt, coop ? "yes" : "no");
+    ct_check(n_sn == sn_nodes,
+             "%s: spectral norm of both torso layers (online and target) in %d kernel nodes "
+             "(%d expected)", vn, n_sn, sn_nodes);
+    ct_check(memset_bad == 0, "%s: no memset node writes parameters, gradient, Adam or SN state (%d)",
+             vn, memset_bad);
     ct_check(loss >= 0 && parallel_between(last_sn, loss, "spectral norm -> loss"),
-             "target(s') forward runs on a branch parallel to the online forward");
+             "%s: target(s') forward runs on a branch parallel to the online forward", vn);
     ct_check(loss >= 0 && norm >= 0 && parallel_between(loss, norm, "loss -> gradient norm"),
-             "the dW GEMMs run on a branch parallel to the dx chain");
+             "%s: the dW GEMMs run on a branch parallel to the dx chain", vn);
     /* sm_90: the loss kernel starts while the head's forward finishes (it waits for its data) */
     int major = 0, n_prog_loss = 0, n_prog = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
@@ -206,13 +216,102 @@ int main(void) {
     }
     if (major >= 9)
         ct_check(n_prog_loss >= 1,
-                 "the loss kernel is a programmatic dependent of the kernel before it (%d such "
-                 "edges into it, %d in the graph)", n_prog_loss, n_prog);
+                 "%s: the loss kernel is a programmatic dependent of the kernel before it (%d "
+                 "such edges into it, %d in the graph)", vn, n_prog_loss, n_prog);
     else
-        ct_check(n_prog == 0, "no programmatic edges below sm_90 (%d)", n_prog);
+        ct_check(n_prog == 0, "%s: no programmatic edges below sm_90 (%d)", vn, n_prog);
+    /* The loss kernel's predecessors (the two head forwards) descend from a common kernel: with
+     * the two forwards as separate roots of the graph the executor gave up the loss kernel's
+     * programmatic early start (measured: a 1.5 us gap and its PER weights on the path) */
+    if (loss >= 0) {
+        static char anc_a[MAXN], anc_b[MAXN];
+        int preds[8], np = 0, common = 0;
+        for (size_t k = 0; k < ne && np < 8; k++)
+            if (eto[k] == nodes[loss].node)
+                preds[np++] = find(efrom[k]);
+        if (np == 2 && preds[0] >= 0 && preds[1] >= 0) {
+            ancestors(preds[0], anc_a);
+            ancestors(preds[1], anc_b);
+            for (size_t x = 0; x < nn; x++)
+                common += anc_a[x] && anc_b[x] && nodes[x].type == cudaGraphNodeTypeKernel;
+        }
+        ct_check(np == 2 && common > 0,
+                 "%s: the loss kernel's %d predecessors descend from %d common kernel node(s)", vn,
+                 np, common);
+    }
+    /* sampling: in the update (before the loss) and ahead (for the next update, at the end) */
+    const int in_update = v == FHD_CUDA_GRAPH_SINGLE || v == FHD_CUDA_GRAPH_FIRST;
+    const int ahead = v == FHD_CUDA_GRAPH_FIRST || v == FHD_CUDA_GRAPH_STEADY;
+    ct_check(n_sample == in_update + ahead, "%s: %d sampling kernel node(s), %d expected", vn,
+             n_sample, in_update + ahead);
+    static char anc_loss[MAXN], anc_s[MAXN], anc_norm[MAXN];
+    int n_before = 0, n_after = 0;
+    if (loss >= 0 && norm >= 0 && prio >= 0 && n_sample == in_update + ahead) {
+        ancestors(loss, anc_loss);
+        ancestors(norm, anc_norm);
+        for (int k = 0; k < n_sample; k++) {
+            if (anc_loss[samples[k]]) {
+                n_before++;
+                continue;
+            }
+            n_after++;
+            /* ahead: after the tree's last writer and every GEMM but the head's dW (which
+             * reads no batch data), beside the optimiser (neither before nor after it) */
+            ancestors(samples[k], anc_s);
+            int gemms = 0;
+            for (size_t x = 0; x < nn; x++)
+                gemms += nodes[x].type == cudaGraphNodeTypeKernel && !nodes[x].ours && anc_s[x];
+            ct_check(anc_s[prio] && anc_s[loss] && gemms >= n_lib - 1,
+                     "%s: the sampling ahead follows the loss, the priority update and %d of "
+                     "the %d GEMM kernels", vn, gemms, n_lib);
+            ct_check(!anc_s[norm] && !anc_norm[samples[k]],
+                     "%s: the sampling ahead runs beside the optimiser", vn);
+        }
+        ct_check(n_before == in_update && n_after == ahead,
+                 "%s: %d sampling node(s) before the loss, %d after it", vn, n_before, n_after);
+    }
     const char *dot = getenv("FHD_GRAPH_DOT");
-    if (dot && *dot)
+    if (dot && *dot && v == FHD_CUDA_GRAPH_STEADY)
         cudaGraphDebugDotPrint(g, dot, cudaGraphDebugDotFlagsKernelNodeParams);
+
+}
+
+int main(void) {
+    ct_require_gpu();
+    const char *fmt = "{\"backend\": \"cuda\", \"obs_dim\": 64, \"hidden\": [256, 256], "
+                      "\"actions\": [8], \"dueling\": true, \"double_dqn\": true, "
+                      "\"batch_size\": 256, \"replay_capacity\": 65536, \"replay\": "
+                      "\"prioritized\", \"spectral_norm\": \"%s\", \"lr\": 0.0001, "
+                      "\"max_grad_norm\": 10, \"target_update_interval\": 1000, \"num_envs\": 64, "
+                      "\"learning_starts\": 0, \"seed\": 3}";
+    char json[1024];
+    snprintf(json, sizeof json, fmt, "all");
+    fhd_learner *L = ct_create_cuda(json);
+    printf("device: %s\n", L->ops->device_name(L->be));
+    uint64_t dp[FHD_CUDA_DEVPTR_COUNT];
+    ct_read(L, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dp);
+    /* with spectral norm sampling runs beside it, off the critical path: not sampled ahead */
+    inspect(L, FHD_CUDA_GRAPH_SINGLE, dp, 2);
+    for (int v = FHD_CUDA_GRAPH_FIRST; v < FHD_CUDA_GRAPHS; v++) {
+        cudaGraph_t g = (cudaGraph_t)1;
+        ct_read(L, FHD_CUDA_STATE_GRAPH, (uint64_t)v, 1, &g);
+        ct_check(g == NULL, "with spectral norm, no capture with batches sampled ahead (%d)", v);
+    }
+    {   /* B1 without spectral norm: layer 0 of both networks in one batched GEMM, the first node
+         * of the captures whose batch was sampled ahead */
+        char plain[1024];
+        snprintf(plain, sizeof plain, fmt, "none");
+        fhd_learner *Lp = ct_create_cuda(plain);
+        uint64_t inf[FHD_CUDA_INFO_COUNT], dpp[FHD_CUDA_DEVPTR_COUNT];
+        ct_read(Lp, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, inf);
+        ct_check(inf[FHD_CUDA_INFO_PAIRED_FWD0] == 1,
+                 "without spectral norm: layer 0 of both networks in one batched GEMM (%llu)",
+                 (unsigned long long)inf[FHD_CUDA_INFO_PAIRED_FWD0]);
+        ct_read(Lp, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dpp);
+        for (int v = 0; v < FHD_CUDA_GRAPHS; v++)
+            inspect(Lp, v, dpp, 0);
+        fhd__learner_destroy(Lp);
+    }
 
     /* 10,000 updates without a synchronisation */
     const uint32_t K[1] = {8};

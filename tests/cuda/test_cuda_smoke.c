@@ -102,25 +102,52 @@ static void run(const char *name, const char *extra, uint32_t D, const uint32_t 
 
 /* Two learners of one configuration fed the same transitions end 300 updates (graph replays)
  * with bit-identical parameters, Adam moments and priorities: the backend
- * has no float atomics and no reduction whose order depends on scheduling. */
-static void reproducible(const char *name, const char *extra, uint32_t D, const uint32_t *K) {
+ * has no float atomics and no reduction whose order depends on scheduling. The first learner
+ * runs each round as one train(100), the second as train() calls of 1, 2, 3, 7 ... updates, so
+ * the two take different captures of the update (cuda_ext.h: the second mostly samples each
+ * batch in its own update, the first mostly ahead, in the update before): the batches, and so
+ * everything else, must be the same. New transitions arrive between the rounds. */
+static void reproducible(const char *name, const char *net, const char *extra, uint32_t D,
+                         const uint32_t *K) {
     char json[1024];
     snprintf(json, sizeof json,
-             "{\"backend\": \"cuda\", \"obs_dim\": 12, \"hidden\": [64, 96], \"batch_size\": 200, "
-             "\"replay_capacity\": 2000, \"num_envs\": 4, \"learning_starts\": 0, \"seed\": 9, "
-             "\"target_update_interval\": 1, \"tau\": 0.01, %s}",
-             extra);
+             "{\"backend\": \"cuda\", %s, \"replay_capacity\": 2000, \"num_envs\": 4, "
+             "\"learning_starts\": 0, \"seed\": 9, \"target_update_interval\": 1, \"tau\": 0.01, "
+             "%s}",
+             net, extra);
     fhd_learner *Ls[2] = {ct_create_cuda(json), ct_create_cuda(json)};
     const uint64_t P = Ls[0]->lo.num_params, N = Ls[0]->cfg.replay_capacity;
     ct_feed(Ls, 2, 4, Ls[0]->lo.S, D, K, 600, 21);
-    int same_p = 1, same_m = 1, same_q = 1, ok = 1;
+    int same_p = 1, same_m = 1, same_q = 1, same_b = 1, ok = 1;
     /* under compute-sanitizer (FHD_SMOKE_SHORT set) one round of 10 updates */
     const int short_run = getenv("FHD_SMOKE_SHORT") != NULL;
     const uint32_t per_round = short_run ? 10 : 100;
     for (int round = 0; round < (short_run ? 1 : 3); round++) {
         fhd_train_stats st[2] = {FHD_TRAIN_STATS_INIT, FHD_TRAIN_STATS_INIT};
-        for (int k = 0; k < 2; k++)
-            ok = ok && fhd__learner_train(Ls[k], per_round, &st[k]) == FHD_OK;
+        if (round > 0)
+            ct_feed(Ls, 2, 4, Ls[0]->lo.S, D, K, 50, 21 + round);
+        ok = ok && fhd__learner_train(Ls[0], per_round, &st[0]) == FHD_OK;
+        static const uint32_t chunks[] = {1, 2, 3, 7, 1, 1, 13, 2};
+        for (uint32_t done = 0, c = 0; ok && done < per_round; c++) {
+            uint32_t n = chunks[c % (sizeof chunks / sizeof chunks[0])];
+            n = n < per_round - done ? n : per_round - done;
+            ok = fhd__learner_train(Ls[1], n, &st[1]) == FHD_OK;
+            done += n;
+        }
+        {
+            const uint32_t B = Ls[0]->cfg.batch_size;
+            uint32_t *i0 = (uint32_t *)malloc(4 * B), *i1 = (uint32_t *)malloc(4 * B);
+            float *w0 = (float *)malloc(4 * B), *w1 = (float *)malloc(4 * B);
+            ct_read(Ls[0], FHD_STATE_LAST_INDICES, 0, B, i0);
+            ct_read(Ls[1], FHD_STATE_LAST_INDICES, 0, B, i1);
+            ct_read(Ls[0], FHD_STATE_LAST_WEIGHTS, 0, B, w0);
+            ct_read(Ls[1], FHD_STATE_LAST_WEIGHTS, 0, B, w1);
+            same_b = same_b && memcmp(i0, i1, 4 * B) == 0 && memcmp(w0, w1, 4 * B) == 0;
+            free(i0);
+            free(i1);
+            free(w0);
+            free(w1);
+        }
         float *p0 = ct_read_floats(Ls[0], FHD_STATE_PARAMS, 2 * P);
         float *p1 = ct_read_floats(Ls[1], FHD_STATE_PARAMS, 2 * P);
         float *m0 = ct_read_floats(Ls[0], FHD_STATE_ADAM_V, P);
@@ -140,11 +167,12 @@ static void reproducible(const char *name, const char *extra, uint32_t D, const 
         free(m0);
         free(m1);
     }
-    ct_check(ok && same_p && same_m && same_q,
-             "%s: two learners, %u updates: parameters %s, Adam v %s, priorities %s", name,
+    ct_check(ok && same_p && same_m && same_q && same_b,
+             "%s: two learners, %u updates in calls of 100 and of 1..13: parameters %s, Adam v "
+             "%s, priorities %s, last batch's indices and weights %s", name,
              short_run ? per_round : 3 * per_round,
              same_p ? "identical" : "DIFFER", same_m ? "identical" : "DIFFER",
-             same_q ? "identical" : "DIFFER");
+             same_q ? "identical" : "DIFFER", same_b ? "identical" : "DIFFER");
     fhd__learner_destroy(Ls[0]);
     fhd__learner_destroy(Ls[1]);
 }
@@ -159,9 +187,17 @@ int main(void) {
     run("branching-cql-nstep", "\"actions\": [3, 2, 5], \"replay\": \"prioritized\", "
         "\"cql_alpha\": 0.2, \"n_step\": 3, \"spectral_norm\": \"last\", \"tau\": 0.5, "
         "\"matmul_precision\": \"tf32\"", 3, K3);
-    reproducible("reproducible per-sn-double", "\"actions\": [6], \"replay\": \"prioritized\", "
-                 "\"spectral_norm\": \"all\", \"max_grad_norm\": 0.5", 1, K6);
-    reproducible("reproducible branching-cql-tf32", "\"actions\": [3, 2, 5], \"replay\": "
+    const char *small = "\"obs_dim\": 12, \"hidden\": [64, 96], \"batch_size\": 200";
+    reproducible("reproducible per-sn-double", small, "\"actions\": [6], \"replay\": "
+                 "\"prioritized\", \"spectral_norm\": \"all\", \"max_grad_norm\": 0.5", 1, K6);
+    reproducible("reproducible branching-cql-tf32", small, "\"actions\": [3, 2, 5], \"replay\": "
                  "\"prioritized\", \"cql_alpha\": 0.2, \"matmul_precision\": \"tf32\"", 3, K3);
+    /* B1's shape: its backward GEMMs run as two halves (the batch sampled ahead must wait for
+     * both halves of layer 0's dW); uniform replay samples ahead too */
+    const char *b1 = "\"obs_dim\": 64, \"hidden\": [256, 256], \"batch_size\": 256";
+    reproducible("reproducible b1-per", b1, "\"actions\": [6], \"replay\": \"prioritized\", "
+                 "\"double_dqn\": true", 1, K6);
+    reproducible("reproducible b1-uniform", b1, "\"actions\": [6], \"replay\": \"uniform\"", 1,
+                 K6);
     return ct_finish();
 }
