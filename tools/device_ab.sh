@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Side-by-side timing of two CUDA modules, the way every optimisation in bench/RESULTS.md's GPU
+# log was measured: `cuda_bench PRESET` in separate processes, alternating the modules, R
+# rounds, then each update's length over N updates of one train(n) per module (a bimodal
+# update shows as two clusters, which a median hides).
+#
+# Here:   tools/device_bundle.sh                          (the change: .device/build)
+#         tools/device_ab.sh --base-rev REV               (builds REV's module into .device/base)
+# There:  tools/device_ab.sh --run [--presets "B1 C0"] [--rounds 2] [--updates 100]
+#
+# --base-rev builds the module of a commit in a git worktree (/tmp/fhd-ab-base) and copies it
+# to .device/base; run it after device_bundle.sh (which empties .device/). --run prints lines
+# "NEW|BASE <cuda_bench row>" and, per preset and module, the mean and the sorted update
+# lengths of the trace. With $OUT set the output is also written to $OUT/ab.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode= base_rev= presets="B1 B1-sn B3 C0" rounds=2 updates=100
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --base-rev) mode=build; base_rev="$2"; shift ;;
+    --run) mode=run ;;
+    --presets) presets="$2"; shift ;;
+    --rounds) rounds="$2"; shift ;;
+    --updates) updates="$2"; shift ;;
+    *) echo "device_ab.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ "$mode" = build ]; then
+  wt=/tmp/fhd-ab-base
+  git worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"
+  git worktree add --detach "$wt" "$base_rev" >/dev/null
+  cmake -S "$wt" -B "$wt/build" -DFHD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$wt/build" -j"$(nproc)" --target foxhunt_dqn_cuda >/dev/null
+  mkdir -p .device/base
+  cp "$wt/build/libfoxhunt_dqn_cuda.so" .device/base/
+  echo "device_ab.sh: .device/base holds the CUDA module of $(git rev-parse --short "$base_rev")"
+  exit 0
+fi
+if [ "$mode" != run ]; then
+  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
+
+export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
+bench=$PWD/.device/build/tests/cuda/cuda_bench
+new=$PWD/.device/build/libfoxhunt_dqn_cuda.so
+base=$PWD/.device/base/libfoxhunt_dqn_cuda.so
+for f in "$bench" "$new" "$base"; do
+  [ -f "$f" ] || { echo "device_ab.sh: $f is missing (device_bundle.sh, --base-rev)" >&2; exit 2; }
+done
+log=/dev/null
+[ -n "${OUT:-}" ] && { mkdir -p "$OUT"; log=$OUT/ab.log; }
+{
+  for ((r = 1; r <= rounds; r++)); do
+    for p in $presets; do
+      for m in NEW BASE; do
+        mod=$new
+        [ $m = BASE ] && mod=$base
+        FHD_CUDA_MODULE=$mod "$bench" "$p" 2>&1 | grep -E "^$p " | sed "s/^/$m  /" || true
+      done
+    done
+  done
+  for p in $presets; do
+    for m in NEW BASE; do
+      mod=$new
+      [ $m = BASE ] && mod=$base
+      t=$(FHD_CUDA_MODULE=$mod FHD_BENCH_TRACE=1 FHD_BENCH_TRACE_N=$updates FHD_BENCH_QUICK=1 \
+        "$bench" "$p" 2>&1 || true)
+      echo "$t" | grep "per update" | head -1 | sed "s/^/$m  /" || true
+      # the update lengths: the indented lines of numbers after that line, sorted
+      echo "$m  sorted: $(echo "$t" | sed -n '/per update/,/^trace/p' | grep -E '^  [0-9]' |
+        tr -s ' ' '\n' | grep -v '^$' | sort -n | tr '\n' ' ')"
+    done
+  done
+} | tee "$log"
