@@ -87,6 +87,13 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     FHD_CKB(b, cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = FHD_CUDA_WORKSPACE_BYTES;
     uint32_t al_a = alignment_of(s->A), al_b = alignment_of(s->B), al_c = alignment_of(s->C);
+    if (s->batch > 1) { /* every matrix of the batch: the second one's address too */
+        const uint32_t a2 = alignment_of(s->A + s->stride_a), b2 = alignment_of(s->B + s->stride_b);
+        const uint32_t c2 = alignment_of(s->C + s->stride_c);
+        al_a = a2 < al_a ? a2 : al_a;
+        al_b = b2 < al_b ? b2 : al_b;
+        al_c = c2 < al_c ? c2 : al_c;
+    }
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     if (st == CUBLAS_STATUS_SUCCESS)

@@ -268,8 +268,13 @@ static int32_t prepare_gemms(fhd__backend *b) {
     if (b->pair_fwd0 &&
         fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->g_x,
                                     b->rows_on > B ? 0 : (int64_t)B * S, b->h[0],
-                                    (int64_t)b->rows_on * out0) != FHD_OK)
-        b->pair_fwd0 = 0; /* no batched algorithm with the bias epilogue: two GEMMs */
+                                    (int64_t)b->rows_on * out0) != FHD_OK) {
+        /* no batched algorithm with the bias epilogue: two GEMMs, as without pairing (the
+         * descriptors of the failed plan go, and so does its message) */
+        fhd__gemm_destroy(&b->fwd_on[0]);
+        b->err[0] = '\0';
+        b->pair_fwd0 = 0;
+    }
     for (uint32_t l = 0; l <= L; l++) {
         const fhd__layer *ly = &lo->layers[l];
         const float *a_on = ly->sn ? b->sn_inv + l : b->d_one;

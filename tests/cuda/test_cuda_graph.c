@@ -255,13 +255,16 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
                 continue;
             }
             n_after++;
-            /* ahead: after the tree's last writer and every GEMM but the head's dW (which
-             * reads no batch data), beside the optimiser (neither before nor after it) */
+            /* ahead: after the tree's last writer and every GEMM, beside the optimiser (neither
+             * before nor after it). Only layer 0's dW GEMMs read the batch, but here (split
+             * GEMMs) the head's dW precedes the sampling on its stream too, so all of them
+             * must be ancestors: without the wait for either half of layer 0's dW, one would
+             * be missing */
             ancestors(samples[k], anc_s);
             int gemms = 0;
             for (size_t x = 0; x < nn; x++)
                 gemms += nodes[x].type == cudaGraphNodeTypeKernel && !nodes[x].ours && anc_s[x];
-            ct_check(anc_s[prio] && anc_s[loss] && gemms >= n_lib - 1,
+            ct_check(anc_s[prio] && anc_s[loss] && gemms == n_lib,
                      "%s: the sampling ahead follows the loss, the priority update and %d of "
                      "the %d GEMM kernels", vn, gemms, n_lib);
             ct_check(!anc_s[norm] && !anc_norm[samples[k]],
