@@ -270,6 +270,8 @@ struct fhd__backend {
  * the end. */
 int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int ahead);
 int32_t fhd__cuda_capture(fhd__backend *b);
+/* Destroy the captured graphs and their executables (any that exist); leaves NULLs. */
+void fhd__cuda_drop_graphs(fhd__backend *b);
 int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *stats);
 int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st);
 int32_t fhd__cuda_snapshot(fhd__backend *b);

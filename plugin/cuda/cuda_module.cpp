@@ -99,12 +99,7 @@ static void cuda_destroy(fhd__backend *b) {
         cudaStreamSynchronize(b->s_aux);
     if (b->s_hdw)
         cudaStreamSynchronize(b->s_hdw);
-    for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
-        if (b->gexec[v])
-            cudaGraphExecDestroy(b->gexec[v]);
-        if (b->graph[v])
-            cudaGraphDestroy(b->graph[v]);
-    }
+    fhd__cuda_drop_graphs(b);
     for (uint32_t l = 0; l < FHD_MAXL; l++) {
         fhd__gemm *gs[5] = {&b->fwd_on[l], &b->fwd_tg[l], &b->bwd_dw[l], &b->bwd_dx[l],
                             &b->bwd_dx2[l]};

@@ -191,7 +191,7 @@ static int32_t preload(fhd__backend *b) {
 
 static int32_t capture(fhd__backend *b, int v);
 
-static void drop_graphs(fhd__backend *b) {
+void fhd__cuda_drop_graphs(fhd__backend *b) {
     for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
         if (b->gexec[v])
             cudaGraphExecDestroy(b->gexec[v]);
@@ -208,7 +208,7 @@ static int32_t capture_all(fhd__backend *b) {
     for (int v = 0; v < nv && rc == FHD_OK; v++)
         rc = capture(b, v);
     if (rc != FHD_OK)
-        drop_graphs(b);
+        fhd__cuda_drop_graphs(b);
     return rc;
 }
 
