@@ -6,6 +6,7 @@
  * candidate's bit for bit.
  *
  *   gemm_sweep [PRESET ...]     PRESET in B1 B3 B2 B2-tf32 (default: all)
+ *   GEMM_SWEEP_EPI=1 gemm_sweep ...   only the sites with a ReLU-mask epilogue alternative
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -38,7 +39,8 @@ struct site {
     const char *name;
     cublasOperation_t opa, opb;
     uint32_t m, n, k, lda, ldb, ldc;
-    int epi; /* 0 none, 1 bias, 2 bias + relu */
+    int epi; /* 0 none, 1 bias, 2 bias + relu, 3 bias + relu + ReLU mask out (RELU_AUX_BIAS),
+              * 4 ReLU gradient from that mask + bias gradient (DRELU_BGRAD) */
 };
 
 static float *rand_buf(size_t n, uint64_t seed) {
@@ -67,11 +69,24 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
     int32_t oa = s.opa, ob = s.opb;
     CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa));
     CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob));
+    void *aux = NULL;
     if (s.epi) {
-        uint32_t e = s.epi == 2 ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+        static const uint32_t epis[] = {0, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS,
+                                        CUBLASLT_EPILOGUE_RELU_AUX_BIAS,
+                                        CUBLASLT_EPILOGUE_DRELU_BGRAD};
+        uint32_t e = epis[s.epi];
         CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
         const void *bp = bias;
         CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+        if (s.epi >= 3) { /* the ReLU mask: one bit per output, ld a multiple of 128 */
+            const int64_t ld = ((s.m + 127) / 128) * 128;
+            CK(cudaMalloc(&aux, (size_t)ld * s.n / 8));
+            CK(cudaMemset(aux, 0x5a, (size_t)ld * s.n / 8));
+            CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
+                                               sizeof aux));
+            CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+                                               sizeof ld));
+        }
     }
     cublasLtMatrixLayout_t la, lb, lc;
     CKB(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta ? s.k : s.m, ta ? s.m : s.k, s.lda));
@@ -90,8 +105,9 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     std::vector<float> href(nc), hc(nc);
-    printf("%s %s%s m=%u n=%u k=%u: %d candidates\n", preset, s.name, tf32 ? " tf32" : "", s.m,
-           s.n, s.k, n);
+    static const char *epin[] = {"", " +bias", " +bias+relu", " RELU_AUX_BIAS", " DRELU_BGRAD"};
+    printf("%s %s%s%s m=%u n=%u k=%u: %d candidates\n", preset, s.name, tf32 ? " tf32" : "",
+           epin[s.epi], s.m, s.n, s.k, n);
     for (int i = 0; i < n; i++) {
         if (res[i].state != CUBLAS_STATUS_SUCCESS)
             continue;
@@ -121,6 +137,9 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
             CK(cudaStreamEndCapture(st, &graph));
             ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
         }
+        size_t nodes = 0; /* kernels per GEMM: a separate epilogue or split-K reduction shows */
+        if (graph)
+            CK(cudaGraphGetNodes(graph, NULL, &nodes));
         for (int r = 0; r < 18 && ok; r++) {
             CK(cudaEventRecord(e0, st));
             CK(cudaGraphLaunch(exec, st));
@@ -147,8 +166,8 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
             for (uint32_t col = 0; col < s.n && same; col++)
                 same = memcmp(&href[(size_t)col * s.ldc], &hc[(size_t)col * s.ldc], 4 * s.m) == 0;
         }
-        printf("  #%-2d tile %3d stages %3d splitK %2d  %8.2f us  %s\n", i, tile, stages, sk,
-               t[7], same ? "bitwise = #0" : "differs from #0");
+        printf("  #%-2d tile %3d stages %3d splitK %2d  %8.2f us  %zu kernel(s)  %s\n", i, tile,
+               stages, sk, t[7], nodes / 20, same ? "bitwise = #0" : "differs from #0");
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
@@ -162,6 +181,8 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
     cudaFree(bias);
     cudaFree(C);
     cudaFree(ref);
+    if (aux)
+        cudaFree(aux);
     fflush(stdout);
 }
 
@@ -235,9 +256,19 @@ static void preset(cublasLtHandle_t lt, const char *name, uint32_t S, uint32_t H
         {"dW1", CUBLAS_OP_N, CUBLAS_OP_T, H, H, B, H, H, H, 0},
         {"dx1", CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, 0},
         {"dW0", CUBLAS_OP_N, CUBLAS_OP_T, S, H, B, S, H, S, 0},
+        /* the ReLU-mask alternative to the ReLU-backward kernel: the torso's forward writes
+         * the mask, the dx GEMMs apply it and reduce the bias gradient */
+        {"fwd0 online", CUBLAS_OP_T, CUBLAS_OP_N, H, 2 * B, S, S, S, H, 3},
+        {"fwd1 online", CUBLAS_OP_T, CUBLAS_OP_N, H, 2 * B, H, H, H, H, 3},
+        {"dx head", CUBLAS_OP_N, CUBLAS_OP_N, H, B, HO, H, HOs, H, 4},
+        {"dx1", CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, 4},
     };
+    /* GEMM_SWEEP_EPI=1: only the sites that have a mask alternative, both ways */
+    const bool only = getenv("GEMM_SWEEP_EPI") != NULL;
     for (const site &s : sites)
-        sweep(lt, name, s, tf32, ws, wsb, st);
+        if (!only || !strcmp(s.name, "fwd0 online") || !strcmp(s.name, "fwd1 online") ||
+            !strcmp(s.name, "dx head") || !strcmp(s.name, "dx1"))
+            sweep(lt, name, s, tf32, ws, wsb, st);
 }
 
 int main(int argc, char **argv) {
