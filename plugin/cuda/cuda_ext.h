@@ -18,7 +18,8 @@ enum {
     FHD_CUDA_STATE_DEVPTRS = 0x1002,
     /* (2 * leaves) uint64: the whole sum-tree node array (prioritized replay). */
     FHD_CUDA_STATE_TREE = 0x1003,
-    /* (FHD_CUDA_INFO_COUNT) uint64: facts about the plan, see FHD_CUDA_INFO_*. */
+    /* (1..FHD_CUDA_INFO_COUNT) uint64: facts about the plan, the first `count` of
+     * FHD_CUDA_INFO_* (a reader built when there were fewer still gets its own). */
     FHD_CUDA_STATE_INFO = 0x1004
 };
 

@@ -79,18 +79,20 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
                                   b->s_main));
         return fhd__cuda_sync(b, b->s_main);
     case FHD_CUDA_STATE_INFO: {
-        if (count < FHD_CUDA_INFO_COUNT)
+        if (count == 0 || count > FHD_CUDA_INFO_COUNT) /* the first `count` facts */
             break;
+        uint64_t all[FHD_CUDA_INFO_COUNT];
         uint64_t fb = 0;
         for (uint32_t l = 0; l <= b->lo.L; l++)
             fb += (uint64_t)b->fwd_on[l].fallback + (uint64_t)b->fwd_tg[l].fallback;
         fhd__dev_scalars s;
         FHD_CK(b, cudaMemcpyAsync(&s, b->st, sizeof s, cudaMemcpyDeviceToHost, b->s_main));
         FHD_TRY(fhd__cuda_sync(b, b->s_main));
-        o[FHD_CUDA_INFO_GEMM_FALLBACKS] = fb;
-        o[FHD_CUDA_INFO_UPDATES_DEVICE] = s.updates;
-        o[FHD_CUDA_INFO_ROWS_ONLINE] = b->rows_on;
-        o[FHD_CUDA_INFO_PAIRED_FWD0] = (uint64_t)b->pair_fwd0;
+        all[FHD_CUDA_INFO_GEMM_FALLBACKS] = fb;
+        all[FHD_CUDA_INFO_UPDATES_DEVICE] = s.updates;
+        all[FHD_CUDA_INFO_ROWS_ONLINE] = b->rows_on;
+        all[FHD_CUDA_INFO_PAIRED_FWD0] = (uint64_t)b->pair_fwd0;
+        memcpy(o, all, sizeof(uint64_t) * count);
         return FHD_OK;
     }
     default: break;

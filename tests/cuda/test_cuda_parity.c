@@ -98,6 +98,12 @@ static const variant variants[] = {
     {"one-layer-sn", "\"actions\": [5], \"spectral_norm\": \"all\", \"replay\": \"prioritized\"",
      "fp32", 1, {5}, 1e-5, 1e-4, 1e-5, 2e-4, 0,
      "\"hidden\": [128], \"batch_size\": 40, \"replay_capacity\": 512, ", 0},
+    /* more actions than a warp has lanes (the loss kernel's loops over actions: the argmax, the
+     * mean, CQL's log-sum-exp, the dueling backward; 41 outputs with dueling), with CQL, a last
+     * hidden width that is not a multiple of 32 and a batch of 50 */
+    {"many-actions", "\"actions\": [40], \"dueling\": true, \"replay\": \"prioritized\", "
+     "\"cql_alpha\": 0.1", "fp32", 1, {40}, 1e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"hidden\": [32, 72], \"batch_size\": 50, \"replay_capacity\": 512, ", 0},
 };
 
 static void make_json(char *buf, size_t cap, const variant *v, int cuda) {
@@ -238,6 +244,16 @@ static void run_variant(const variant *v) {
     }
     fhd_learner *Lg = ct_create_cuda(jg);
     printf("-- %s (%s) on %s\n", v->name, v->precision, Lg->ops->device_name(Lg->be));
+    {   /* the plan's facts: all of them, or the first few (a reader built with fewer) */
+        uint64_t all[FHD_CUDA_INFO_COUNT], first[2] = {9, 9};
+        ct_read(Lg, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, all);
+        ct_read(Lg, FHD_CUDA_STATE_INFO, 0, 2, first);
+        ct_check(first[0] == all[0] && first[1] == all[1] &&
+                     all[FHD_CUDA_INFO_ROWS_ONLINE] == Lg->cfg.batch_size * (1u + !!Lg->cfg.double_dqn),
+                 "%s: plan facts (fallbacks %llu, online rows %llu), the first two alone the same",
+                 v->name, (unsigned long long)all[0],
+                 (unsigned long long)all[FHD_CUDA_INFO_ROWS_ONLINE]);
+    }
     const uint32_t N = Lc->cfg.replay_capacity, S = Lc->lo.S, D = Lc->lo.D;
     const uint64_t P = Lc->lo.num_params, SN = Lc->lo.sn_size;
     fhd_learner *both[2] = {Lc, Lg};
