@@ -65,7 +65,9 @@ typedef enum {
     FHD_STATE_REPLAY_ACTIONS,   /* (capacity, D) int32 */
     FHD_STATE_REPLAY_RETURNS,   /* (capacity) */
     FHD_STATE_REPLAY_DISC,      /* (capacity) */
-    FHD_STATE_REPLAY_PRIORITY,  /* (capacity) uint64 quantised leaf priorities; write rebuilds the tree */
+    FHD_STATE_REPLAY_PRIORITY,  /* (capacity) uint64 quantised leaf priorities; write rebuilds the tree
+                                 * and leaves the running maximum (set_scalars' max_priority_q,
+                                 * which a checkpoint restores beside them) as it was */
     FHD_STATE_LAST_INDICES,     /* (B) uint32 replay slots sampled by the last train update (read only) */
     FHD_STATE_LAST_WEIGHTS,     /* (B) IS weights of the last train update (read only) */
 } fhd__state_kind;
