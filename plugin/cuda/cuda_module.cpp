@@ -191,9 +191,14 @@ static int32_t create_objects(fhd__backend *b) {
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_main, cudaStreamNonBlocking));
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_side, cudaStreamNonBlocking));
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_prio, cudaStreamNonBlocking));
-    FHD_CK(b, cudaStreamCreateWithFlags(&b->s_aux, cudaStreamNonBlocking));
+    /* the split GEMMs' and the head dW's / sampling ahead's streams only where the plan uses
+     * them: the number of streams a process creates changes the timing of the same graph
+     * (one more made B3's update bimodal, 158 / 178 us; bench/CUDA_NOTES.md) */
+    if (b->split_any)
+        FHD_CK(b, cudaStreamCreateWithFlags(&b->s_aux, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_aux_dw, cudaEventDisableTiming));
-    FHD_CK(b, cudaStreamCreateWithFlags(&b->s_hdw, cudaStreamNonBlocking));
+    if (b->split_any || b->sample_ahead)
+        FHD_CK(b, cudaStreamCreateWithFlags(&b->s_hdw, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_hdw, cudaEventDisableTiming));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_tree, cudaEventDisableTiming));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_ahead, cudaEventDisableTiming));
