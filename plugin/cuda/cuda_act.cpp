@@ -3,8 +3,9 @@
  * q_values: observations go up through a pinned buffer; spectral norm uses the stored u, v
  * (sigma only, one launch); the forward GEMMs run on the main stream (so they see every
  * update queued before); greedy actions (and Q values when asked) come back, and the call waits
- * for them: the caller needs the actions. All of it is one graph launch per chunk, the graphs
- * cached with the GEMM plans by row count.
+ * for them: the caller needs the actions (written by the last kernel straight into mapped
+ * pinned memory). All of it is one graph launch per chunk, the graphs cached with the GEMM
+ * plans by row count.
  * replay_add: rows are packed into one of two pinned staging buffers, copied asynchronously and
  * scattered into the ring by one kernel that also sets the new leaves' priorities. A staging
  * buffer is reused only once its previous copy has completed.
@@ -56,11 +57,14 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
                               cudaMemcpyHostToDevice, s));
     for (uint32_t l = 0; l <= lo->L; l++)
         FHD_TRY(fhd__gemm_run(b, &p->fwd[l], s, b->ws_main));
+    /* the results written by the kernel into the mapped pinned buffers (a copy node after it
+     * cost more than its few bytes), or copied down where the mapping is not there */
+    const int mapped = b->d_act_greedy_host != NULL;
     fhd__act_args a;
     memset(&a, 0, sizeof a);
     a.head = b->act_head;
-    a.q = want_q ? b->act_q : NULL;
-    a.greedy = b->act_greedy;
+    a.q = want_q ? (mapped ? b->d_act_q_host : b->act_q) : NULL;
+    a.greedy = mapped ? b->d_act_greedy_host : b->act_greedy;
     a.n = m;
     a.D = lo->D;
     a.KT = lo->KT;
@@ -72,6 +76,8 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
         a.k_off[d] = lo->k_off[d];
     }
     FHD_CK(b, fhd__cuda_act_head(&a, s));
+    if (mapped)
+        return FHD_OK;
     FHD_CK(b, cudaMemcpyAsync(b->h_act_greedy, b->act_greedy, sizeof(int32_t) * m * lo->D,
                               cudaMemcpyDeviceToHost, s));
     if (want_q)
