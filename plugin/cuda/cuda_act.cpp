@@ -57,13 +57,15 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
                               cudaMemcpyHostToDevice, s));
     for (uint32_t l = 0; l <= lo->L; l++)
         FHD_TRY(fhd__gemm_run(b, &p->fwd[l], s, b->ws_main));
-    /* the results written by the kernel into the mapped pinned buffers (a copy node after it
-     * cost more than its few bytes), or copied down where the mapping is not there */
+    /* the greedy actions written by the kernel into the mapped pinned buffer (a copy node after
+     * it cost more than its few bytes), or copied down where the mapping is not there; the Q
+     * values (KT per row, each thread's at a stride: scattered small writes over the bus for
+     * many rows) copied down in one piece */
     const int mapped = b->d_act_greedy_host != NULL;
     fhd__act_args a;
     memset(&a, 0, sizeof a);
     a.head = b->act_head;
-    a.q = want_q ? (mapped ? b->d_act_q_host : b->act_q) : NULL;
+    a.q = want_q ? b->act_q : NULL;
     a.greedy = mapped ? b->d_act_greedy_host : b->act_greedy;
     a.n = m;
     a.D = lo->D;
@@ -76,10 +78,9 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
         a.k_off[d] = lo->k_off[d];
     }
     FHD_CK(b, fhd__cuda_act_head(&a, s));
-    if (mapped)
-        return FHD_OK;
-    FHD_CK(b, cudaMemcpyAsync(b->h_act_greedy, b->act_greedy, sizeof(int32_t) * m * lo->D,
-                              cudaMemcpyDeviceToHost, s));
+    if (!mapped)
+        FHD_CK(b, cudaMemcpyAsync(b->h_act_greedy, b->act_greedy, sizeof(int32_t) * m * lo->D,
+                                  cudaMemcpyDeviceToHost, s));
     if (want_q)
         FHD_CK(b, cudaMemcpyAsync(b->h_act_q, b->act_q, sizeof(float) * m * lo->KT,
                                   cudaMemcpyDeviceToHost, s));

@@ -228,9 +228,8 @@ struct fhd__backend {
     int32_t *act_greedy;      /* (R, D) */
     float *h_act_obs, *h_act_q;
     int32_t *h_act_greedy;
-    /* the device's addresses of h_act_q and h_act_greedy (pinned, mapped): the act head kernel
-     * writes its results there, no copy node after it; NULL where the mapping is not offered */
-    float *d_act_q_host;
+    /* the device's address of h_act_greedy (pinned, mapped): the act head kernel writes the
+     * greedy actions there, no copy node after it; NULL where the mapping is not offered */
     int32_t *d_act_greedy_host;
     fhd__act_plans act_cache[FHD_CUDA_ACT_CACHE];
     uint32_t act_cache_next;

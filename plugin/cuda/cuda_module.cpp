@@ -470,13 +470,10 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         rc = allocate(b, plan);
     }
     free(plan);
-    if (rc == FHD_OK) { /* act's results straight into the pinned buffers, where mapped */
-        void *dq = NULL, *dg = NULL;
-        if (cudaHostGetDevicePointer(&dq, b->h_act_q, 0) == cudaSuccess &&
-            cudaHostGetDevicePointer(&dg, b->h_act_greedy, 0) == cudaSuccess) {
-            b->d_act_q_host = (float *)dq;
+    if (rc == FHD_OK) { /* act's greedy actions straight into the pinned buffer, where mapped */
+        void *dg = NULL;
+        if (cudaHostGetDevicePointer(&dg, b->h_act_greedy, 0) == cudaSuccess)
             b->d_act_greedy_host = (int32_t *)dg;
-        }
         (void)cudaGetLastError();
     }
     if (rc == FHD_OK) {
