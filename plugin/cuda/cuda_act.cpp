@@ -2,10 +2,10 @@
  *
  * q_values: observations go up through a pinned buffer; spectral norm uses the stored u, v
  * (sigma only, one launch); the forward GEMMs run on the main stream (so they see every
- * update queued before); greedy actions (and Q values when asked) come back, and the call waits
- * for them: the caller needs the actions (written by the last kernel straight into mapped
- * pinned memory). All of it is one graph launch per chunk, the graphs cached with the GEMM
- * plans by row count.
+ * update queued before); greedy actions (written by the last kernel straight into mapped
+ * pinned memory) and Q values when asked (one copy) come back, and the call waits for them: the
+ * caller needs the actions. All of it is one graph launch per chunk, the graphs cached with the
+ * GEMM plans by row count.
  * replay_add: rows are packed into one of two pinned staging buffers, copied asynchronously and
  * scattered into the ring by one kernel that also sets the new leaves' priorities. A staging
  * buffer is reused only once its previous copy has completed.

@@ -263,12 +263,16 @@ static void preset(cublasLtHandle_t lt, const char *name, uint32_t S, uint32_t H
         {"dx head", CUBLAS_OP_N, CUBLAS_OP_N, H, B, HO, H, HOs, H, 4},
         {"dx1", CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, 4},
     };
-    /* GEMM_SWEEP_EPI=1: only the sites that have a mask alternative, both ways */
+    /* GEMM_SWEEP_EPI=1: only the sites that have a mask alternative (a site of the same name
+     * with epilogue 3 or 4), both ways */
     const bool only = getenv("GEMM_SWEEP_EPI") != NULL;
-    for (const site &s : sites)
-        if (!only || !strcmp(s.name, "fwd0 online") || !strcmp(s.name, "fwd1 online") ||
-            !strcmp(s.name, "dx head") || !strcmp(s.name, "dx1"))
+    for (const site &s : sites) {
+        bool masked = false;
+        for (const site &o : sites)
+            masked = masked || (o.epi >= 3 && !strcmp(o.name, s.name));
+        if (!only || masked)
             sweep(lt, name, s, tf32, ws, wsb, st);
+    }
 }
 
 int main(int argc, char **argv) {
