@@ -52,7 +52,8 @@ enum {
     FHD_CUDA_INFO_UPDATES_DEVICE = 1, /* the device update counter (synchronous read) */
     FHD_CUDA_INFO_ROWS_ONLINE = 2,    /* rows of the online forward (2B with double DQN) */
     FHD_CUDA_INFO_PAIRED_FWD0 = 3,    /* 1: layer 0 of both networks in one batched GEMM */
-    FHD_CUDA_INFO_COUNT = 4
+    FHD_CUDA_INFO_DZ_TRANSPOSED = 4,  /* bit l: layer l's dW GEMM reads dz_l transposed */
+    FHD_CUDA_INFO_COUNT = 5
 };
 
 #endif

@@ -34,6 +34,8 @@ void fhd__gemm_destroy(fhd__gemm *g) {
         cublasLtMatrixLayoutDestroy(g->lb);
     if (g->lc)
         cublasLtMatrixLayoutDestroy(g->lc);
+    if (g->tdesc)
+        cublasLtMatrixTransformDescDestroy(g->tdesc);
     memset(g, 0, sizeof(*g));
 }
 
@@ -177,13 +179,34 @@ int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s) {
     return FHD_OK;
 }
 
+int32_t fhd__gemm_plan_transpose(fhd__backend *b, fhd__gemm *g, const float *A, uint32_t rows,
+                                 uint32_t cols, float *C) {
+    memset(g, 0, sizeof(*g));
+    /* A row-major (rows, cols) is column-major (cols, rows); C column-major (rows, cols) */
+    FHD_CKB(b, cublasLtMatrixTransformDescCreate(&g->tdesc, CUDA_R_32F));
+    const cublasOperation_t t = CUBLAS_OP_T;
+    FHD_CKB(b, cublasLtMatrixTransformDescSetAttribute(
+                   g->tdesc, CUBLASLT_MATRIX_TRANSFORM_DESC_TRANSA, &t, sizeof t));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->la, CUDA_R_32F, cols, rows, cols));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_32F, rows, cols, rows));
+    g->A = A;
+    g->C = C;
+    g->ready = 1;
+    return FHD_OK;
+}
+
 int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, void *workspace) {
+    static const float one = 1.0f, zero = 0.0f;
+    if (g->tdesc) {
+        FHD_CKB(b, cublasLtMatrixTransform(b->lt, g->tdesc, &one, g->A, g->la, &zero, NULL, NULL,
+                                           g->C, g->lc, stream));
+        return FHD_OK;
+    }
     if (g->narrow) {
         FHD_CK(b, fhd__cuda_narrow_linear(g->C, g->ld, g->B, g->ldb, g->A, g->bias, g->alpha,
                                           g->rows, g->in, g->out, stream));
         return FHD_OK;
     }
-    static const float one = 1.0f, zero = 0.0f;
     FHD_CKB(b, cublasLtMatmul(b->lt, g->desc, g->host_alpha ? &one : g->alpha, g->A, g->la, g->B,
                               g->lb, g->host_alpha ? &zero : b->d_zero, g->C, g->lc, g->C, g->lc,
                               &g->algo, workspace, FHD_CUDA_WORKSPACE_BYTES, stream));

@@ -90,6 +90,9 @@ typedef struct fhd__gemm {
      * C = alpha (B A^T) + bias with B (rows, in; ld ldb), A (out, in) */
     int narrow;
     uint32_t in, ldb;
+    /* a transposition by cublasLtMatrixTransform instead (fhd__gemm_plan_transpose: la, lc, A, C
+     * and tdesc only) */
+    cublasLtMatrixTransformDesc_t tdesc;
     int ready;
 } fhd__gemm;
 
@@ -112,6 +115,9 @@ typedef struct fhd__gemm_spec {
 
 int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s);
 int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, void *workspace);
+/* C (cols, rows) = A^T for A (rows, cols), both row-major and dense: run by fhd__gemm_run. */
+int32_t fhd__gemm_plan_transpose(fhd__backend *b, fhd__gemm *g, const float *A, uint32_t rows,
+                                 uint32_t cols, float *C);
 void fhd__gemm_destroy(fhd__gemm *g);
 /* Plan the forward of layer l of network net (0 online, 1 target): y (rows, out) = x W^T + b,
  * ReLU on torso layers, alpha = 1/sigma on normalised layers. */
@@ -176,6 +182,13 @@ struct fhd__backend {
      * (split_dw0: halves of the batch, the second into gpart0, added by the optimiser). */
     int split_dx[FHD_MAXL], split_dw0, split_any;
     float *dxp[FHD_MAXL];     /* (B, in_l) */
+    /* TF32 backward (dz_t[l]): dz_l is transposed into dzt[l] (out_l, B) by
+     * cublasLtMatrixTransform on the dW GEMM's stream, beside the dx GEMM, and layer l's dW GEMM
+     * reads that copy. Its K (the batch) is then contiguous in one operand: TF32 tensor-core
+     * kernels want K-major operands, and with the batch strided in both, B2's dW GEMM of
+     * layer 1 took 92 us alone against 63. The batch-major dz_l stays for the dx GEMM. */
+    int dz_t[FHD_MAXL];
+    float *dzt[FHD_MAXL];
     /* Layer 0's forward of both networks in one batched GEMM (pair_fwd0: small networks without
      * spectral norm): fwd_on[0] computes online and target layer 0 over the same input rows, the
      * target's into h[0] + rows_on out_0 (rows_on rows, of which the target's forward uses
@@ -251,6 +264,7 @@ struct fhd__backend {
     /* GEMM plans of the update */
     fhd__gemm fwd_on[FHD_MAXL], fwd_tg[FHD_MAXL], bwd_dw[FHD_MAXL], bwd_dx[FHD_MAXL];
     fhd__gemm bwd_dx2[FHD_MAXL], bwd_dw0b; /* the second halves (split_dx, split_dw0) */
+    fhd__gemm bwd_dzt[FHD_MAXL];           /* dzt[l] = dz[l]^T (dz_t[l]) */
     /* kernel arguments, fixed at create */
     fhd__sample_args a_sample, a_sample_ahead;
     fhd__sn_args a_sn1, a_sn2, a_sn_eval;

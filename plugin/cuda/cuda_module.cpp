@@ -101,10 +101,10 @@ static void cuda_destroy(fhd__backend *b) {
         cudaStreamSynchronize(b->s_hdw);
     fhd__cuda_drop_graphs(b);
     for (uint32_t l = 0; l < FHD_MAXL; l++) {
-        fhd__gemm *gs[5] = {&b->fwd_on[l], &b->fwd_tg[l], &b->bwd_dw[l], &b->bwd_dx[l],
-                            &b->bwd_dx2[l]};
-        for (int i = 0; i < 5; i++)
-            if (gs[i]->ready || gs[i]->desc)
+        fhd__gemm *gs[6] = {&b->fwd_on[l], &b->fwd_tg[l], &b->bwd_dw[l], &b->bwd_dx[l],
+                            &b->bwd_dx2[l], &b->bwd_dzt[l]};
+        for (int i = 0; i < 6; i++)
+            if (gs[i]->ready || gs[i]->desc || gs[i]->tdesc)
                 fhd__gemm_destroy(gs[i]);
     }
     if (b->bwd_dw0b.ready || b->bwd_dw0b.desc)
@@ -137,6 +137,8 @@ static void cuda_destroy(fhd__backend *b) {
             cudaFree(b->dz[l]);
         if (b->dxp[l])
             cudaFree(b->dxp[l]);
+        if (b->dzt[l])
+            cudaFree(b->dzt[l]);
         if (b->bpart[l] && l < b->lo.L) /* bpart[L] is colpart, freed above */
             cudaFree(b->bpart[l]);
     }
@@ -246,6 +248,8 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         plan_add(p, &b->dz[l], B * w * f, MEM_DEVICE, G_ACT);
         if (b->split_dx[l])
             plan_add(p, &b->dxp[l], B * lo->layers[l].in * f, MEM_DEVICE, G_ACT);
+        if (b->dz_t[l])
+            plan_add(p, &b->dzt[l], B * w * f, MEM_DEVICE, G_ACT);
     }
     if (b->split_dw0)
         plan_add(p, &b->gpart0, (size_t)lo->layers[0].out * lo->layers[0].in * f, MEM_DEVICE,

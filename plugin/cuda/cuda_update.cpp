@@ -20,7 +20,8 @@
  *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
  *   s3  a small dx GEMM's second half of K beside the first (split_dx), added by the ReLU
  *       backward
- *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready; layer 0's
+ *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready (with a TF32
+ *       backward after transposing dz: cuda_internal.h, dzt); layer 0's
  *       (the last before the optimiser) as two halves of the batch on s1 and s3 when small
  *       (split_dw0), added by the optimiser's norm pass
  *       -- join --
@@ -113,6 +114,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
                 FHD_TRY(fhd__gemm_run(b, &b->bwd_dw0b, b->s_aux, b->ws_aux));
                 FHD_CK(b, cudaEventRecord(b->ev_aux_dw, b->s_aux));
             }
+            if (b->dz_t[l])
+                FHD_TRY(fhd__gemm_run(b, &b->bwd_dzt[l], s1, b->ws_side));
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], s1, b->ws_side));
         }
         if (l > 0 && !(l == (int)L && la->fuse_dx)) { /* fused: the loss kernel made dz[L - 1] */
@@ -177,6 +180,8 @@ static int32_t preload(fhd__backend *b) {
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], b->s_main, b->ws_main));
         if (!(l == 0 && b->pair_fwd0))
             FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], b->s_main, b->ws_main));
+        if (b->dz_t[l])
+            FHD_TRY(fhd__gemm_run(b, &b->bwd_dzt[l], b->s_main, b->ws_main));
         FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], b->s_main, b->ws_main));
         if (l > 0)
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], b->s_main, b->ws_main));
