@@ -254,6 +254,9 @@ static void preset(cublasLtHandle_t lt, const char *name, uint32_t S, uint32_t H
         {"dW head", CUBLAS_OP_N, CUBLAS_OP_T, H, HO, B, H, HOs, H, 0},
         {"dx head", CUBLAS_OP_N, CUBLAS_OP_N, H, B, HO, H, HOs, H, 0},
         {"dW1", CUBLAS_OP_N, CUBLAS_OP_T, H, H, B, H, H, H, 0},
+        /* with a TF32 backward the plan transposes dz first (cuda_internal.h, dzt): K, the
+         * batch, contiguous in the second operand */
+        {"dW1 dz^T", CUBLAS_OP_N, CUBLAS_OP_N, H, H, B, H, B, H, 0},
         {"dx1", CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, 0},
         {"dW0", CUBLAS_OP_N, CUBLAS_OP_T, S, H, B, S, H, S, 0},
         /* the ReLU-mask alternative to the ReLU-backward kernel: the torso's forward writes
