@@ -436,13 +436,6 @@ unsigned int fhd__cuda_td_loss_grid(uint32_t B) {
     return (unsigned int)(g < 2 ? 2 : g);
 }
 
-int fhd__cuda_td_loss_head_small(uint32_t B, uint32_t HO, uint32_t H) {
-    /* the head's dx in the loss blocks: each block reads all of W_head (from L2) */
-    const uint64_t w = (uint64_t)HO * H;
-    return H > 0 && w <= FHD_LOSS_FUSE_MAX &&
-           w * sizeof(float) * fhd__cuda_td_loss_grid(B) <= FHD_LOSS_FUSE_TRAFFIC;
-}
-
 static const void *loss_kernel(uint32_t rows) {
     return rows == 8 ? (const void *)fhd_td_loss_kernel<8> : (const void *)fhd_td_loss_kernel<32>;
 }
@@ -468,7 +461,11 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     if (tiles + scratch + static_bytes <= (uint64_t)optin) {
         a->HOp = HOp;
         bytes += tiles;
-        a->fuse_dx = fhd__cuda_td_loss_head_small(a->B, a->HO, a->H);
+        /* the head's dx in the loss blocks: each block reads all of W_head (from L2) */
+        const uint64_t w = (uint64_t)a->HO * a->H;
+        if (a->H > 0 && w <= FHD_LOSS_FUSE_MAX &&
+            w * sizeof(float) * fhd__cuda_td_loss_grid(a->B) <= FHD_LOSS_FUSE_TRAFFIC)
+            a->fuse_dx = 1;
     }
     if (bytes > 48u * 1024u) {
         e = cudaFuncSetAttribute(loss_kernel(rows), cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -103,10 +103,6 @@ typedef struct fhd__loss_args {
 /* Batch rows per block (fhd__cuda_td_loss_rows) and blocks of the loss kernel. */
 uint32_t fhd__cuda_td_loss_rows(uint32_t B);
 unsigned int fhd__cuda_td_loss_grid(uint32_t B);
-/* Whether the head (HO outputs over a last torso layer of width H) is small enough for the loss
- * kernel to do its dx: the setup fuses it then, when the staged mode fits (it does on every
- * card with the opt-in shared memory of sm_80 and later). */
-int fhd__cuda_td_loss_head_small(uint32_t B, uint32_t HO, uint32_t H);
 /* Choose staged or direct mode for a's head size given the device's opt-in shared-memory limit
  * per block, and raise the kernel's limit when staging needs more than 48 KiB. Before any
  * capture. */

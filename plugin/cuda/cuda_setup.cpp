@@ -32,15 +32,11 @@ void fhd__cuda_plan_splits(fhd__backend *b) {
     b->split_any = b->split_dw0;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         b->split_any |= b->split_dx[l];
-    /* dz_l transposed for layer l's dW GEMM (cuda_internal.h, dzt) with a TF32 backward: layers
-     * above layer 0 (whose dW GEMM measured 32-33 us either way on B2) and below the head, except
-     * where the loss kernel may make that dz itself, with the batch a multiple of 4 (16-byte
-     * rows of the copy) */
-    const int head_small =
-        lo->L >= 1 && fhd__cuda_td_loss_head_small(b->B, lo->head_out, lo->layers[lo->L - 1].out);
+    /* dz_l transposed for layer l's dW GEMM (cuda_internal.h, dzt) with a TF32 backward: torso
+     * layers above layer 0 (whose dW GEMM measured 32-33 us either way on B2), with the batch a
+     * multiple of 4 (16-byte rows of the copy) */
     for (uint32_t l = 0; l < FHD_MAXL; l++)
-        b->dz_t[l] = b->tf32_bwd && l >= 1 && l < lo->L && b->B % 4 == 0 &&
-                     !(l + 1 == lo->L && head_small);
+        b->dz_t[l] = b->tf32_bwd && l >= 1 && l < lo->L && b->B % 4 == 0;
     /* layer 0's forwards as one batched GEMM (cuda_internal.h): small networks without spectral
      * norm (with it, the spectral-norm kernel is the graph's first node already) */
     b->pair_fwd0 = lo->L >= 1 && !b->has_sn &&

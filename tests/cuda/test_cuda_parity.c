@@ -98,22 +98,22 @@ static const variant variants[] = {
     {"one-layer-sn", "\"actions\": [5], \"spectral_norm\": \"all\", \"replay\": \"prioritized\"",
      "fp32", 1, {5}, 1e-5, 1e-4, 1e-5, 2e-4, 0,
      "\"hidden\": [128], \"batch_size\": 40, \"replay_capacity\": 512, ", 0},
-    /* more actions than a warp has lanes (the loss kernel's loops over actions: the argmax, the
-     * mean, CQL's log-sum-exp, the dueling backward; 41 outputs with dueling), with CQL, a last
-     * hidden width that is not a multiple of 32 and a batch of 50 */
-    /* TF32 with the dW GEMMs of layers 1 and 2 reading dz transposed (layer 2: a head too wide
-     * for the loss kernel's fused dx), a batch that leaves partial row and column tiles. The
-     * gradient of update 1 is this variant's close check (2.8e-3 relative). Over 100 updates
-     * TF32's rounding in sums over 2052 terms moves |td| by up to ~0.09 where |td| is near
-     * 1e-3: new priorities measured 88 (relative to max(|td|, 1e-3)) here and 91 in the
-     * control below, which has no transposed copies. */
+    /* TF32 with the dW GEMMs of layers 1 and 2 reading dz transposed (layer 2's dz from the
+     * ReLU-backward kernel: a head too wide for the loss kernel's fused dx), a batch that leaves
+     * partial row and column tiles. The gradient of update 1 is this variant's close check
+     * (2.8e-3 relative). Over 100 updates TF32's rounding in sums over 2052 terms moves |td| by
+     * up to ~0.09 where |td| is near 1e-3: new priorities measured 88 (relative to
+     * max(|td|, 1e-3)) here and 91 in the control below, which has no transposed copies. */
     {"tf32-deep", "\"actions\": [7], \"dueling\": true, \"replay\": \"prioritized\"", "tf32", 1,
      {7}, 3e-3, 3e-2, 1e-3, 8e-2, 0,
      "\"hidden\": [40, 36, 2052], \"batch_size\": 100, \"replay_capacity\": 512, ", 200},
-    /* the same network with a TF32 forward only (dz as it is: no transposed copies) */
+    /* the same network with a TF32 forward only (an fp32 backward: no transposed copies) */
     {"tf32f-deep", "\"actions\": [7], \"dueling\": true, \"replay\": \"prioritized\"",
      "tf32_forward", 1, {7}, 3e-3, 3e-2, 1e-3, 8e-2, 0,
      "\"hidden\": [40, 36, 2052], \"batch_size\": 100, \"replay_capacity\": 512, ", 200},
+    /* more actions than a warp has lanes (the loss kernel's loops over actions: the argmax, the
+     * mean, CQL's log-sum-exp, the dueling backward; 41 outputs with dueling), with CQL, a last
+     * hidden width that is not a multiple of 32 and a batch of 50 */
     {"many-actions", "\"actions\": [40], \"dueling\": true, \"replay\": \"prioritized\", "
      "\"cql_alpha\": 0.1", "fp32", 1, {40}, 1e-5, 1e-4, 1e-5, 2e-4, 0,
      "\"hidden\": [32, 72], \"batch_size\": 50, \"replay_capacity\": 512, ", 0},
@@ -266,10 +266,11 @@ static void run_variant(const variant *v) {
                  "%s: plan facts (fallbacks %llu, online rows %llu), the first two alone the same",
                  v->name, (unsigned long long)all[0],
                  (unsigned long long)all[FHD_CUDA_INFO_ROWS_ONLINE]);
-        /* dz transposed for the dW GEMMs: TF32 backward only, where the ReLU-backward kernel
-         * makes dz above layer 0 (the "tf32" variant's one such layer has its dz from the loss
-         * kernel) */
-        const uint64_t dzt = strcmp(v->name, "tf32-deep") == 0 ? 6 : 0;
+        /* dz transposed for the dW GEMMs: TF32 backward only, torso layers above layer 0 (in
+         * "tf32" the loss kernel makes that dz, in "tf32-deep" the ReLU-backward kernel) */
+        const uint64_t dzt = strcmp(v->name, "tf32-deep") == 0 ? 6
+                             : strcmp(v->name, "tf32") == 0    ? 2
+                                                               : 0;
         ct_check(all[FHD_CUDA_INFO_DZ_TRANSPOSED] == dzt,
                  "%s: dz transposed for layers %#llx (expected %#llx)", v->name,
                  (unsigned long long)all[FHD_CUDA_INFO_DZ_TRANSPOSED], (unsigned long long)dzt);
