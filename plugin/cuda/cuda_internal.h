@@ -184,9 +184,10 @@ struct fhd__backend {
     float *dxp[FHD_MAXL];     /* (B, in_l) */
     /* TF32 backward (dz_t[l]): dz_l, whether the ReLU-backward kernel or the loss kernel made it,
      * is transposed into dzt[l] (out_l, B) by cublasLtMatrixTransform on the dW GEMM's stream,
-     * beside the dx GEMM, and layer l's dW GEMM reads that copy. Its K (the batch) is then contiguous in one operand: TF32 tensor-core
-     * kernels want K-major operands, and with the batch strided in both, B2's dW GEMM of
-     * layer 1 took 92 us alone against 63. The batch-major dz_l stays for the dx GEMM. */
+     * beside the dx GEMM, and layer l's dW GEMM reads that copy. Its K (the batch) is then
+     * contiguous in one operand: TF32 tensor-core kernels want K-major operands, and with the
+     * batch strided in both, B2's dW GEMM of layer 1 took 92 us alone against 63. The
+     * batch-major dz_l stays for the dx GEMM. */
     int dz_t[FHD_MAXL];
     float *dzt[FHD_MAXL];
     /* Layer 0's forward of both networks in one batched GEMM (pair_fwd0: small networks without
