@@ -101,7 +101,7 @@ static void run(const char *name, const char *extra, uint32_t D, const uint32_t 
 }
 
 /* Two learners of one configuration fed the same transitions end 300 updates (graph replays)
- * with bit-identical parameters, Adam moments and priorities: the backend
+ * with bit-identical parameters, Adam moments, spectral-norm vectors and priorities: the backend
  * has no float atomics and no reduction whose order depends on scheduling. The first learner
  * runs each round as one train(100), the second as train() calls of 1, 2, 3, 7 ... updates, so
  * the two take different captures of the update (cuda_ext.h: the second mostly samples each
@@ -117,8 +117,9 @@ static void reproducible(const char *name, const char *net, const char *extra, u
              net, extra);
     fhd_learner *Ls[2] = {ct_create_cuda(json), ct_create_cuda(json)};
     const uint64_t P = Ls[0]->lo.num_params, N = Ls[0]->cfg.replay_capacity;
+    const uint64_t SN = Ls[0]->lo.sn_size;
     ct_feed(Ls, 2, 4, Ls[0]->lo.S, D, K, 600, 21);
-    int same_p = 1, same_m = 1, same_q = 1, same_b = 1, ok = 1;
+    int same_p = 1, same_m = 1, same_q = 1, same_b = 1, same_sn = 1, ok = 1;
     /* under compute-sanitizer (FHD_SMOKE_SHORT set) one round of 10 updates */
     const int short_run = getenv("FHD_SMOKE_SHORT") != NULL;
     const uint32_t per_round = short_run ? 10 : 100;
@@ -154,6 +155,13 @@ static void reproducible(const char *name, const char *net, const char *extra, u
         float *m1 = ct_read_floats(Ls[1], FHD_STATE_ADAM_V, P);
         same_p = same_p && memcmp(p0, p1, 8 * P) == 0;
         same_m = same_m && memcmp(m0, m1, 4 * P) == 0;
+        if (SN) {
+            float *s0 = ct_read_floats(Ls[0], FHD_STATE_SN, 2 * SN);
+            float *s1 = ct_read_floats(Ls[1], FHD_STATE_SN, 2 * SN);
+            same_sn = same_sn && memcmp(s0, s1, 8 * SN) == 0;
+            free(s0);
+            free(s1);
+        }
         if (Ls[0]->cfg.replay == FHD_REPLAY_PRIORITIZED) {
             uint64_t *q0 = (uint64_t *)malloc(8 * N), *q1 = (uint64_t *)malloc(8 * N);
             ct_read(Ls[0], FHD_STATE_REPLAY_PRIORITY, 0, N, q0);
@@ -167,11 +175,12 @@ static void reproducible(const char *name, const char *net, const char *extra, u
         free(m0);
         free(m1);
     }
-    ct_check(ok && same_p && same_m && same_q && same_b,
+    ct_check(ok && same_p && same_m && same_q && same_b && same_sn,
              "%s: two learners, %u updates in calls of 100 and of 1..13: parameters %s, Adam v "
-             "%s, priorities %s, last batch's indices and weights %s", name,
-             short_run ? per_round : 3 * per_round,
+             "%s, spectral-norm vectors %s, priorities %s, last batch's indices and weights %s",
+             name, short_run ? per_round : 3 * per_round,
              same_p ? "identical" : "DIFFER", same_m ? "identical" : "DIFFER",
+             SN ? (same_sn ? "identical" : "DIFFER") : "(none)",
              same_q ? "identical" : "DIFFER", same_b ? "identical" : "DIFFER");
     fhd__learner_destroy(Ls[0]);
     fhd__learner_destroy(Ls[1]);
@@ -199,5 +208,9 @@ int main(void) {
                  "\"double_dqn\": true", 1, K6);
     reproducible("reproducible b1-uniform", b1, "\"actions\": [6], \"replay\": \"uniform\"", 1,
                  K6);
+    /* and B1-sn's shape: the spectral-norm passes (last-block finishes, split GEMMs beside
+     * them) have no order that depends on scheduling either */
+    reproducible("reproducible b1-sn", b1, "\"actions\": [6], \"replay\": \"prioritized\", "
+                 "\"double_dqn\": true, \"spectral_norm\": \"all\"", 1, K6);
     return ct_finish();
 }
