@@ -10,6 +10,8 @@
 #define SN_WARPS (SN_THREADS / 32)
 #define SN_TILE 32      /* columns per block (V jobs) */
 #define SN_CHUNK 64     /* rows per block (V jobs): 8 per warp, all loads in flight */
+#define SN_VCOLS 2      /* columns (and elements of u) per thread of the V job's finish */
+#define SN_VGROUP 8     /* its chunk partials in flight per column */
 
 /* z[r] = sum_c W[r, c] v[c] of the block's row r = 8 t + warp (one warp per row, every lane's
  * loads issued before the first add, 16-byte loads when k % 4 == 0 and W, v are 16-byte
@@ -99,8 +101,70 @@ static __device__ __forceinline__ uint32_t v_chunks(const fhd__sn_job &J) {
     return (uint32_t)fhd_cdiv(J.m, SN_CHUNK);
 }
 
+/* The V job's finish for k, m <= SN_THREADS SN_VCOLS, by the job's last block, with every value
+ * a thread needs in registers: its columns' chunk partials and its elements of u are all in
+ * flight at once (the general finish below walks the chunks one L2 round trip after another),
+ * then two block sums instead of four. The same sums in the same order as the general finish:
+ * the same bits. */
+static __device__ void v_finish_regs(const fhd__sn_job &J, const float *part, double *red) {
+    const uint32_t nch = v_chunks(J), k = J.k, m = J.m;
+    float y[SN_VCOLS], u[SN_VCOLS];
+#pragma unroll
+    for (int j = 0; j < SN_VCOLS; j++) {
+        const uint32_t i = threadIdx.x + j * SN_THREADS;
+        u[j] = i < m ? __ldcg(J.u + i) : 0.0f;
+        y[j] = 0.0f;
+    }
+    for (uint32_t q0 = 0; q0 < nch; q0 += SN_VGROUP) {
+        float x[SN_VCOLS][SN_VGROUP];
+#pragma unroll
+        for (int j = 0; j < SN_VCOLS; j++) {
+            const uint32_t c = threadIdx.x + j * SN_THREADS;
+#pragma unroll
+            for (int q = 0; q < SN_VGROUP; q++)
+                x[j][q] = c < k && q0 + q < nch ? __ldcg(part + (size_t)(q0 + q) * k + c) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < SN_VCOLS; j++)
+#pragma unroll
+            for (int q = 0; q < SN_VGROUP; q++)
+                if (q0 + q < nch)
+                    y[j] += x[j][q];
+    }
+    /* v = y / |y| (fhd_sn_normalize's numerics) */
+    double s = 0.0;
+#pragma unroll
+    for (int j = 0; j < SN_VCOLS; j++)
+        if (threadIdx.x + j * SN_THREADS < k)
+            s += (double)y[j] * y[j];
+    s = fhd_block_sum_d(s, red);
+    const double nrm = sqrt(s);
+    const float inv = (float)(1.0 / (nrm > 1e-12 ? nrm : 1e-12));
+    double sums[4] = {0.0, 0.0, 0.0, 0.0}; /* v . y, |v|^2, |u|^2 */
+#pragma unroll
+    for (int j = 0; j < SN_VCOLS; j++) {
+        const uint32_t c = threadIdx.x + j * SN_THREADS;
+        if (c < k) {
+            const float v = y[j] * inv;
+            J.v[c] = v;
+            sums[0] += (double)v * y[j];
+            sums[1] += (double)v * v;
+        }
+        if (c < m)
+            sums[2] += (double)u[j] * u[j];
+    }
+    fhd_block_sum4_d(sums, red);
+    if (threadIdx.x == 0) {
+        const float sigma = (float)sums[0];
+        *J.sigma = sigma;
+        *J.inv_sigma = 1.0f / sigma;
+        J.norms[0] = (float)sums[2];
+        J.norms[1] = (float)sums[1];
+    }
+}
+
 __global__ void __launch_bounds__(SN_THREADS) fhd_sn_kernel(const __grid_constant__ fhd__sn_args a) {
-    __shared__ double red[32];
+    __shared__ double red[4 * 32];
     __shared__ double wdot[SN_WARPS];
     uint32_t ji = 0;
     while (ji < a.njobs && blockIdx.x >= a.job[ji].block0 + a.job[ji].nblocks)
@@ -146,6 +210,10 @@ __global__ void __launch_bounds__(SN_THREADS) fhd_sn_kernel(const __grid_constan
         float *part = J.scratch + (J.m > J.k ? J.m : J.k); /* (chunks, k) */
         col_chunk(J, t % tiles, t / tiles, part);
         if (fhd_last_block_done(J.done, J.nblocks)) {
+            if (J.k <= SN_THREADS * SN_VCOLS && J.m <= SN_THREADS * SN_VCOLS) {
+                v_finish_regs(J, part, red);
+                return;
+            }
             /* W^T u: the chunks' partials per column, in chunk order */
             const uint32_t nch = v_chunks(J);
             for (uint32_t c = threadIdx.x; c < J.k; c += blockDim.x) {
