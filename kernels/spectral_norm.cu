@@ -83,8 +83,33 @@ static __device__ void col_chunk(const fhd__sn_job &J, uint32_t tile, uint32_t q
     }
 }
 
-/* x[i] = raw[i] * (float)(1 / max(|raw|, 1e-12)) over n elements, by the whole block. */
+/* x[i] = raw[i] * (float)(1 / max(|raw|, 1e-12)) over n elements, by the whole block of
+ * SN_THREADS threads. Up to SN_VCOLS elements a thread, raw is read once, every load in flight
+ * at once (the same sums in the same order as the loop below). */
 static __device__ void normalize_into(float *x, const float *raw, uint32_t n, double *scratch) {
+    if (n <= SN_THREADS * SN_VCOLS) {
+        float r[SN_VCOLS];
+        double s = 0.0;
+#pragma unroll
+        for (int j = 0; j < SN_VCOLS; j++) {
+            const uint32_t i = threadIdx.x + j * SN_THREADS;
+            r[j] = i < n ? __ldcg(raw + i) : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < SN_VCOLS; j++)
+            if (threadIdx.x + j * SN_THREADS < n)
+                s += (double)r[j] * r[j];
+        s = fhd_block_sum_d(s, scratch);
+        const double nrm = sqrt(s);
+        const float inv = (float)(1.0 / (nrm > 1e-12 ? nrm : 1e-12));
+#pragma unroll
+        for (int j = 0; j < SN_VCOLS; j++) {
+            const uint32_t i = threadIdx.x + j * SN_THREADS;
+            if (i < n)
+                x[i] = r[j] * inv;
+        }
+        return;
+    }
     double s = 0.0;
     for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
         float r = __ldcg(raw + i);
