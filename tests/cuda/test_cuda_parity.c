@@ -89,6 +89,12 @@ static const variant variants[] = {
      * updates their sigmas drift apart by ~1e-5 relative, which moves Q values of order 5 by
      * ~1e-4, and the new priorities' |td| by as much (measured 1.5e-1 relative where |td| is
      * near 1e-3); the parameters stay within 2e-4 */
+    /* the loss kernel's other paths: a branch of 30 actions with CQL, a fused head dx over two
+     * rounds of W_head loads (31 outputs) and 300 columns (a second column for some of a block's
+     * threads); sums over 300 terms */
+    {"cql-wide", "\"actions\": [30], \"dueling\": true, \"cql_alpha\": 0.3, \"replay\": "
+     "\"prioritized\"", "fp32", 1, {30}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"hidden\": [40, 300], \"batch_size\": 64, \"replay_capacity\": 512, ", 0},
     {"b1-sn-torso", "\"actions\": [8], \"dueling\": true, \"spectral_norm\": \"all\", "
      "\"replay\": \"prioritized\"", "fp32", 1, {8}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
      "\"hidden\": [256, 256], \"batch_size\": 256, \"replay_capacity\": 1024, ", 0.3},
