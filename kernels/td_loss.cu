@@ -114,50 +114,99 @@ static __device__ __forceinline__ void stage_rows(float *dst, const float *src, 
     }
 }
 
-/* dz_below rows [r0, r0 + nrows) = alpha (dout W_head) * (h_below > 0), from the block's dout
- * rows in shared memory; thread j takes columns j, j + blockDim.x, ..., reads its column of
- * W_head straight from global memory (each element is used by one thread of the block: nothing
- * to share), sixteen loads in flight with the mask's, keeps the block's rows' accumulators in
- * registers (k in order, as a GEMM's inner product), and writes the column sums of its dz values,
- * in row order, as this block's bias-gradient partials. */
-#define FUSED_DX_CHUNK 16 /* W_head loads in flight per thread (B1's 9 outputs: one round) */
+/* The head's dx and the ReLU backward of the layer below, for a small head (fuse_dx): dz_below
+ * rows [r0, r0 + ROWS) = alpha (dout W_head) * (h_below > 0), and the column sums of the block's
+ * dz values, in row order, as its bias-gradient partials. A kernel of its own, launched as the
+ * loss kernel's programmatic dependent with the loss kernel's blocks: before its wait it loads
+ * its first columns of h_below and W_head (earlier kernels' data; the loss kernel lets it start
+ * only after its own wait, when the head forwards, and the GEMM before them, are done), after it
+ * the block's dout rows. Thread t takes columns t, t + blockDim.x, ..., COLS of them a round
+ * (two with 8-row blocks), FUSED_DX_CHUNK outputs' W_head loads in flight per column with the
+ * mask's, the rows' accumulators in registers (k in order, as a GEMM's inner product). Inside
+ * the loss kernel this took 6.9 us of B3's path: four L2 round trips a thread, and the loss
+ * kernel cannot afford the registers of one (bench/RESULTS.md, ninth round). */
+#define FUSED_DX_CHUNK 24 /* W_head loads in flight per column (B1's 9, B3's 21: one round) */
+
+template <int ROWS, int COLS>
+static __device__ __forceinline__ void dx_loads(const fhd__loss_args &a, uint32_t j0, uint32_t r0,
+                                                uint32_t nrows, uint32_t k0,
+                                                float (&hb)[COLS][ROWS],
+                                                float (&w)[COLS][FUSED_DX_CHUNK], bool mask) {
+    const uint32_t H = a.H, HO = a.HO;
+#pragma unroll
+    for (int c = 0; c < COLS; c++) {
+        const uint32_t j = j0 + c * blockDim.x;
+        if (mask)
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                hb[c][r] = j < H && (uint32_t)r < nrows
+                               ? __ldg(a.h_below + (size_t)(r0 + r) * H + j)
+                               : 0.0f;
+#pragma unroll
+        for (int k = 0; k < FUSED_DX_CHUNK; k++)
+            w[c][k] = j < H && k0 + k < HO ? __ldg(a.w_head + (size_t)(k0 + k) * H + j) : 0.0f;
+    }
+}
 
 template <int ROWS>
-static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, const float *s_out,
-                                                     uint32_t r0, uint32_t nrows) {
-    const uint32_t H = a.H, HO = a.HO, HOp = a.HOp;
-    const float alpha = *a.alpha;
-    for (uint32_t j = threadIdx.x; j < H; j += blockDim.x) {
-        float acc[ROWS], hb[ROWS];
+__global__ void __launch_bounds__(FHD_LOSS_THREADS)
+    fhd_head_dx_kernel(const __grid_constant__ fhd__loss_args a) {
+    constexpr int COLS = ROWS <= 8 ? 2 : 1; /* registers: COLS x (2 ROWS + FUSED_DX_CHUNK) */
+    extern __shared__ float s_d[];        /* the block's dout rows, (ROWS, HO) */
+    const uint32_t r0 = blockIdx.x * ROWS;
+    const uint32_t nrows = r0 < a.B ? (a.B - r0 < ROWS ? a.B - r0 : ROWS) : 0;
+    const uint32_t H = a.H, HO = a.HO, HOs = a.HOs;
+    const uint32_t step = COLS * blockDim.x;
+    const float alpha = *a.alpha; /* 1, or 1/sigma from the spectral norm at the update's start */
+    float hb[COLS][ROWS], w[COLS][FUSED_DX_CHUNK];
+    dx_loads<ROWS, COLS>(a, threadIdx.x, r0, nrows, 0, hb, w, true);
+    fhd_pdl_wait(); /* dout is the loss kernel's */
+    for (uint32_t e = threadIdx.x; e < nrows * HO; e += blockDim.x) {
+        const uint32_t r = e / HO, c = e - r * HO;
+        s_d[e] = __ldg(a.dout + (size_t)(r0 + r) * HOs + c);
+    }
+    __syncthreads();
+    for (uint32_t j0 = threadIdx.x; j0 < H; j0 += step) {
+        if (j0 != threadIdx.x)
+            dx_loads<ROWS, COLS>(a, j0, r0, nrows, 0, hb, w, true);
+        float acc[COLS][ROWS];
 #pragma unroll
-        for (int r = 0; r < ROWS; r++) { /* the mask's loads go out first */
-            acc[r] = 0.0f;
-            hb[r] = (uint32_t)r < nrows ? __ldg(a.h_below + (size_t)(r0 + r) * H + j) : 0.0f;
-        }
+        for (int c = 0; c < COLS; c++)
+#pragma unroll
+            for (int r = 0; r < ROWS; r++)
+                acc[c][r] = 0.0f;
         for (uint32_t k0 = 0; k0 < HO; k0 += FUSED_DX_CHUNK) {
-            float w[FUSED_DX_CHUNK];
-#pragma unroll
-            for (int k = 0; k < FUSED_DX_CHUNK; k++)
-                w[k] = k0 + k < HO ? __ldg(a.w_head + (size_t)(k0 + k) * H + j) : 0.0f;
+            if (k0 > 0)
+                dx_loads<ROWS, COLS>(a, j0, r0, nrows, k0, hb, w, false);
 #pragma unroll
             for (int k = 0; k < FUSED_DX_CHUNK; k++) {
                 if (k0 + k >= HO)
                     break;
 #pragma unroll
-                for (int r = 0; r < ROWS; r++)
-                    acc[r] = fmaf(s_out[r * HOp + k0 + k], w[k], acc[r]);
-            }
-        }
-        float colsum = 0.0f;
+                for (int r = 0; r < ROWS; r++) {
+                    const float d = s_d[r * HO + k0 + k];
 #pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            if ((uint32_t)r < nrows) {
-                const float v = hb[r] > 0.0f ? alpha * acc[r] : 0.0f;
-                a.dz_below[(size_t)(r0 + r) * H + j] = v;
-                colsum += v;
+                    for (int c = 0; c < COLS; c++)
+                        acc[c][r] = fmaf(d, w[c][k], acc[c][r]);
+                }
             }
         }
-        a.bpart[(size_t)blockIdx.x * H + j] = colsum;
+#pragma unroll
+        for (int c = 0; c < COLS; c++) {
+            const uint32_t j = j0 + c * blockDim.x;
+            if (j >= H)
+                break;
+            float colsum = 0.0f;
+#pragma unroll
+            for (int r = 0; r < ROWS; r++) {
+                if ((uint32_t)r < nrows) {
+                    const float v = hb[c][r] > 0.0f ? alpha * acc[c][r] : 0.0f;
+                    a.dz_below[(size_t)(r0 + r) * H + j] = v;
+                    colsum += v;
+                }
+            }
+            a.bpart[(size_t)blockIdx.x * H + j] = colsum;
+        }
     }
 }
 
@@ -169,7 +218,7 @@ static __device__ __forceinline__ void fused_head_dx(const fhd__loss_args &a, co
  * and each branch's loss, dL/dQ and head-combine backward, then the row's V gradient and mean
  * |td| (the new priority's input). */
 template <int ROWS>
-__global__ void __launch_bounds__(FHD_LOSS_THREADS)
+__global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     fhd_td_loss_kernel(const __grid_constant__ fhd__loss_args a) {
     /* dynamic: [staged: on | sel | tgt | dout, ROWS x HOp each] then the row scratch:
      * target terms, |delta| and gradient sums (ROWS x D each), importance weights (ROWS) */
@@ -228,6 +277,9 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
      * target): everything above reads only what earlier kernels wrote; from here on their
      * outputs */
     fhd_pdl_wait();
+    /* the head-dx kernel after this one may start loading h_below and W_head: the head
+     * forwards, and the GEMM before them, are done */
+    fhd_pdl_trigger();
     if (staged) { /* by the other warps when one computes the weights */
         const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x;
         if (threadIdx.x < nst) {
@@ -380,8 +432,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
                 a.colpart[(size_t)blockIdx.x * HO + c] = sum;
         }
     }
-    if (a.fuse_dx) /* dz_below = alpha dout W_head * (h > 0), and its column sums */
-        fused_head_dx<ROWS>(a, s_out, r0, nrows);
+    /* a small head's dx and the ReLU backward below it: fhd_head_dx_kernel, next */
     /* the statistics' sums over the blocks: fhd_priority_update_kernel, off the critical path */
 }
 
@@ -440,6 +491,10 @@ static const void *loss_kernel(uint32_t rows) {
     return rows == 8 ? (const void *)fhd_td_loss_kernel<8> : (const void *)fhd_td_loss_kernel<32>;
 }
 
+static const void *dx_kernel(uint32_t rows) {
+    return rows == 8 ? (const void *)fhd_head_dx_kernel<8> : (const void *)fhd_head_dx_kernel<32>;
+}
+
 cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     int optin = 0;
     cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
@@ -474,7 +529,30 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
             return e;
     }
     a->smem_bytes = (uint32_t)bytes;
+    a->dx_smem_bytes = 0;
+    a->dx_pdl = 0;
+    if (a->fuse_dx) { /* its dout rows: a quarter of the staged tiles, which fit */
+        const uint64_t dxb = (uint64_t)rows * a->HO * sizeof(float);
+        if (dxb > 48u * 1024u) {
+            e = cudaFuncSetAttribute(dx_kernel(rows), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)dxb);
+            if (e != cudaSuccess)
+                return e;
+        }
+        a->dx_smem_bytes = (uint32_t)dxb;
+        a->dx_pdl = fhd_pdl_allowed(dx_kernel(rows));
+    }
     return cudaSuccess;
+}
+
+cudaError_t fhd__cuda_head_dx(const fhd__loss_args *a, cudaStream_t stream) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg =
+        fhd_pdl_config(dim3(fhd__cuda_td_loss_grid(a->B)), dim3(FHD_LOSS_THREADS),
+                       a->dx_smem_bytes, stream, a->dx_pdl, &attr);
+    if (fhd__cuda_td_loss_rows(a->B) == 8)
+        return cudaLaunchKernelEx(&cfg, fhd_head_dx_kernel<8>, *a);
+    return cudaLaunchKernelEx(&cfg, fhd_head_dx_kernel<32>, *a);
 }
 
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
@@ -494,6 +572,10 @@ cudaError_t fhd__cuda_td_loss_preload(void) {
     cudaError_t e = cudaFuncGetAttributes(&fa, loss_kernel(8));
     if (e == cudaSuccess)
         e = cudaFuncGetAttributes(&fa, loss_kernel(32));
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&fa, dx_kernel(8));
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&fa, dx_kernel(32));
     if (e != cudaSuccess)
         return e;
     return cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel);

@@ -17,9 +17,9 @@
  * The block writes its column sums of d(head outputs) (row order: the head bias gradient's
  * partials, summed by the optimiser's norm kernel) and its loss statistics. For a small head
  * (HO x H <= FHD_LOSS_FUSE_MAX, and all the blocks' reads of W_head <= FHD_LOSS_FUSE_TRAFFIC)
- * the block also does the head's dx and the ReLU backward of the layer below (dz_below and its
- * bias-gradient partials), so the dx GEMM and the ReLU-backward kernel of that layer are not
- * run.
+ * a kernel with the same blocks (fhd__cuda_head_dx, the loss kernel's programmatic dependent)
+ * does the head's dx and the ReLU backward of the layer below (dz_below and its bias-gradient
+ * partials), so the dx GEMM and the ReLU-backward kernel of that layer are not run.
  *
  * Priority update (its own kernel, on a branch beside the backward pass, launched on every
  * update): block 0 sums the loss blocks' statistics in block order (deterministic) into the
@@ -90,9 +90,11 @@ typedef struct fhd__loss_args {
     /* set by fhd__cuda_td_loss_setup */
     uint32_t HOp;         /* shared-memory row stride (odd: no bank conflicts), 0: not staged */
     uint32_t loss_blocks; /* the loss kernel's grid */
-    int fuse_dx;
+    int fuse_dx;          /* the head's dx by fhd__cuda_head_dx after the loss kernel */
     int pdl;              /* launched as a programmatic dependent of the kernel before it (sm_90) */
     uint32_t smem_bytes;
+    int dx_pdl;           /* the head-dx kernel as the loss kernel's programmatic dependent */
+    uint32_t dx_smem_bytes;
 } fhd__loss_args;
 
 #define FHD_LOSS_THREADS 256 /* rows x branches for the row work; all for tiles, sums and dz */
@@ -108,6 +110,9 @@ unsigned int fhd__cuda_td_loss_grid(uint32_t B);
  * capture. */
 cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device);
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream);
+/* fuse_dx: dz_below and its per-block column sums from the loss kernel's dout, right after it
+ * on the same stream. */
+cudaError_t fhd__cuda_head_dx(const fhd__loss_args *a, cudaStream_t stream);
 /* The loss statistics from the loss blocks' partials, and with prioritized replay the new
  * priorities (fhd__prio_from_td of td_row) into the tree (the last occurrence of a slot sets its
  * leaf, the integer deltas go up the tree) and the running maximum. After the loss kernel, on

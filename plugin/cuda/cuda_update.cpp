@@ -89,6 +89,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     /* a third branch: the loss statistics and the tree update, so that the dW GEMMs of the
      * layers below (on s1) do not queue behind them; joined before the optimiser */
     FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
+    if (la->fuse_dx) /* dz[L - 1]; the branches forked at ev_loss do not wait for it */
+        FHD_CK(b, fhd__cuda_head_dx(la, s0));
     FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
     FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
     if (ahead) /* the tree is final for this update: the next update's sampling may read it */
