@@ -83,25 +83,33 @@ static __device__ void col_chunk(const fhd__sn_job &J, uint32_t tile, uint32_t q
     }
 }
 
+/* (float)(1 / max(|x|, 1e-12)) of an n-element vector held SN_VCOLS elements a thread (element
+ * threadIdx.x + j SN_THREADS in x[j]), by the whole block: the squares summed in double, in
+ * element order per thread, then fhd_block_sum_d. */
+static __device__ __forceinline__ float inv_norm_regs(const float (&x)[SN_VCOLS], uint32_t n,
+                                                     double *scratch) {
+    double s = 0.0;
+#pragma unroll
+    for (int j = 0; j < SN_VCOLS; j++)
+        if (threadIdx.x + j * SN_THREADS < n)
+            s += (double)x[j] * x[j];
+    s = fhd_block_sum_d(s, scratch);
+    const double nrm = sqrt(s);
+    return (float)(1.0 / (nrm > 1e-12 ? nrm : 1e-12));
+}
+
 /* x[i] = raw[i] * (float)(1 / max(|raw|, 1e-12)) over n elements, by the whole block of
  * SN_THREADS threads. Up to SN_VCOLS elements a thread, raw is read once, every load in flight
  * at once (the same sums in the same order as the loop below). */
 static __device__ void normalize_into(float *x, const float *raw, uint32_t n, double *scratch) {
     if (n <= SN_THREADS * SN_VCOLS) {
         float r[SN_VCOLS];
-        double s = 0.0;
 #pragma unroll
         for (int j = 0; j < SN_VCOLS; j++) {
             const uint32_t i = threadIdx.x + j * SN_THREADS;
             r[j] = i < n ? __ldcg(raw + i) : 0.0f;
         }
-#pragma unroll
-        for (int j = 0; j < SN_VCOLS; j++)
-            if (threadIdx.x + j * SN_THREADS < n)
-                s += (double)r[j] * r[j];
-        s = fhd_block_sum_d(s, scratch);
-        const double nrm = sqrt(s);
-        const float inv = (float)(1.0 / (nrm > 1e-12 ? nrm : 1e-12));
+        const float inv = inv_norm_regs(r, n, scratch);
 #pragma unroll
         for (int j = 0; j < SN_VCOLS; j++) {
             const uint32_t i = threadIdx.x + j * SN_THREADS;
@@ -156,15 +164,7 @@ static __device__ void v_finish_regs(const fhd__sn_job &J, const float *part, do
                 if (q0 + q < nch)
                     y[j] += x[j][q];
     }
-    /* v = y / |y| (fhd_sn_normalize's numerics) */
-    double s = 0.0;
-#pragma unroll
-    for (int j = 0; j < SN_VCOLS; j++)
-        if (threadIdx.x + j * SN_THREADS < k)
-            s += (double)y[j] * y[j];
-    s = fhd_block_sum_d(s, red);
-    const double nrm = sqrt(s);
-    const float inv = (float)(1.0 / (nrm > 1e-12 ? nrm : 1e-12));
+    const float inv = inv_norm_regs(y, k, red); /* v = y / |y|, as normalize_into */
     double sums[4] = {0.0, 0.0, 0.0, 0.0}; /* v . y, |v|^2, |u|^2 */
 #pragma unroll
     for (int j = 0; j < SN_VCOLS; j++) {
