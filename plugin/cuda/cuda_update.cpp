@@ -12,9 +12,11 @@
  *       (a head of a few outputs: the narrow kernel, on sm_90 a programmatic dependent of the
  *       GEMM before it)
  *       -- join --
- *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, the rows' mean |td|,
- *       and for a small head also dx through the head and the ReLU below it (dz of layer L - 1);
+ *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, the rows' mean |td|;
  *       on sm_90 a programmatic dependent of the head forwards (it starts while they end)
+ *   s0  for a small head, dx through the head and the ReLU below it (dz of layer L - 1): the
+ *       head-dx kernel, on sm_90 the loss kernel's programmatic dependent; the branches below
+ *       fork before it
  *   s2  the loss statistics' block sums and (prioritized) the new priorities into the sum
  *       tree, then the head's dW GEMM (with split GEMMs, below: on s4, beside them)
  *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
