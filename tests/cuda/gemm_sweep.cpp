@@ -5,13 +5,19 @@
  * captured graph, 15 repetitions after 3), and whether the output equals the first
  * candidate's bit for bit.
  *
- *   gemm_sweep [PRESET ...]     PRESET in B1 B3 B2 B2-tf32 (default: all)
+ *   gemm_sweep [PRESET ...]     PRESET in C0 B1 B3 B2 B2-tf32 (default: all)
  *   GEMM_SWEEP_EPI=1 gemm_sweep ...   only the sites with a ReLU-mask epilogue alternative
+ *   gemm_sweep all PRESET ...   every configuration cuBLASLt accepts (all algorithm ids, tiles,
+ *                               stages, split-K counts with each reduction scheme, CTA
+ *                               swizzling, custom options), each screened with 10 launches, the
+ *                               fastest 12 timed again as above; beside the heuristic's pick
+ *   GEMM_SWEEP_SITE=NAME gemm_sweep all ...   one call site ("fwd1 online", "dx1 half", ...)
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +59,261 @@ static float *rand_buf(size_t n, uint64_t seed) {
     CK(cudaMalloc(&d, n * 4));
     CK(cudaMemcpy(d, h.data(), n * 4, cudaMemcpyHostToDevice));
     return d;
+}
+
+static bool g_all = false; /* "all": the exhaustive search instead of the heuristic's list */
+
+/* Median (reps > 1) or minimum microseconds per GEMM of `per` launches captured as one graph,
+ * after one warm-up replay; -1 when the configuration fails to run. */
+static float time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const float *A,
+                       cublasLtMatrixLayout_t la, const float *B, cublasLtMatrixLayout_t lb,
+                       float *C, cublasLtMatrixLayout_t lc, const cublasLtMatmulAlgo_t *algo,
+                       void *ws, size_t wsb, cudaStream_t st, int per, int reps, size_t *kernels) {
+    const float one = 1.0f, zero = 0.0f;
+    if (cublasLtMatmul(lt, desc, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wsb, st) !=
+        CUBLAS_STATUS_SUCCESS)
+        return -1.0f;
+    CK(cudaStreamSynchronize(st));
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    bool ok = true;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int k = 0; k < per && ok; k++)
+        ok = cublasLtMatmul(lt, desc, &one, A, la, B, lb, &zero, C, lc, C, lc, algo, ws, wsb,
+                            st) == CUBLAS_STATUS_SUCCESS;
+    CK(cudaStreamEndCapture(st, &graph));
+    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    size_t nodes = 0;
+    if (graph)
+        CK(cudaGraphGetNodes(graph, NULL, &nodes));
+    if (kernels)
+        *kernels = nodes / (size_t)per;
+    std::vector<float> t;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int r = 0; r <= reps && ok; r++) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r > 0)
+            t.push_back(ms * 1000.0f / (float)per);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (exec)
+        cudaGraphExecDestroy(exec);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (!ok)
+        return -1.0f;
+    std::sort(t.begin(), t.end());
+    return reps > 3 ? t[t.size() / 2] : t[0];
+}
+
+struct config {
+    cublasLtMatmulAlgo_t algo;
+    int32_t id, sk;
+    uint32_t tile, stages, red, swz, custom;
+    float quick, us;
+    size_t kernels;
+};
+
+static void config_name(const config &c, char *buf, size_t n) {
+    snprintf(buf, n, "algo %2d tile %3u stages %3u splitK %2d red %u swz %u custom %u", c.id,
+             c.tile, c.stages, c.sk, c.red, c.swz, c.custom);
+}
+
+/* Every configuration AlgoCheck accepts for this site (see the file's comment). */
+static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site &s, int tf32,
+                             cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                             cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const float *A,
+                             const float *B, float *C, float *ref, size_t nc,
+                             const cublasLtMatmulHeuristicResult_t *res, int nres, void *ws,
+                             size_t wsb, cudaStream_t st) {
+    const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    int ids[256], nids = 0;
+    CKB(cublasLtMatmulAlgoGetIds(lt, ct, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                 CUDA_R_32F, 256, ids, &nids));
+    std::vector<config> cands;
+    static const int32_t splits[] = {1, 2, 3, 4, 6, 8, 12, 16};
+    static const uint32_t reds[] = {CUBLASLT_REDUCTION_SCHEME_INPLACE,
+                                    CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
+                                    CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE};
+    for (int a = 0; a < nids; a++) {
+        cublasLtMatmulAlgo_t algo;
+        if (cublasLtMatmulAlgoInit(lt, ct, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                   CUDA_R_32F, ids[a], &algo) != CUBLAS_STATUS_SUCCESS)
+            continue;
+        size_t sz = 0;
+        std::vector<uint32_t> tiles, stages;
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, NULL, 0, &sz) ==
+                CUBLAS_STATUS_SUCCESS && sz > 0) {
+            tiles.resize(sz / sizeof(uint32_t));
+            cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS, tiles.data(), sz,
+                                              &sz);
+        }
+        if (tiles.empty())
+            tiles.push_back(CUBLASLT_MATMUL_TILE_UNDEFINED);
+        if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, NULL, 0, &sz) ==
+                CUBLAS_STATUS_SUCCESS && sz > 0) {
+            stages.resize(sz / sizeof(uint32_t));
+            cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS, stages.data(),
+                                              sz, &sz);
+        }
+        if (stages.empty())
+            stages.push_back(CUBLASLT_MATMUL_STAGES_UNDEFINED);
+        int32_t splitk = 0, swz_ok = 0, cmax = 0;
+        uint32_t redmask = 0;
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &splitk,
+                                          sizeof splitk, &sz);
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &redmask,
+                                          sizeof redmask, &sz);
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz_ok,
+                                          sizeof swz_ok, &sz);
+        cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX, &cmax,
+                                          sizeof cmax, &sz);
+        for (uint32_t tile : tiles)
+            for (uint32_t stg : stages)
+                for (uint32_t swz = 0; swz <= (swz_ok ? 1u : 0u); swz++)
+                    for (uint32_t cu = 0; cu <= (uint32_t)(cmax < 7 ? cmax : 7); cu++)
+                        for (int32_t sk : splits) {
+                            if (sk > 1 && !splitk)
+                                break;
+                            if (sk > 1 && (uint32_t)sk * 8 > s.k)
+                                break;
+                            for (uint32_t r = 0; r < (sk > 1 ? 3u : 1u); r++) {
+                                const uint32_t red = sk > 1 ? reds[r] : 0u;
+                                if (sk > 1 && !(redmask & red))
+                                    continue;
+                                config c;
+                                c.algo = algo;
+                                cublasLtMatmulAlgoConfigSetAttribute(
+                                    &c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+                                cublasLtMatmulAlgoConfigSetAttribute(
+                                    &c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stg, sizeof stg);
+                                cublasLtMatmulAlgoConfigSetAttribute(
+                                    &c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk);
+                                cublasLtMatmulAlgoConfigSetAttribute(
+                                    &c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
+                                    sizeof red);
+                                cublasLtMatmulAlgoConfigSetAttribute(
+                                    &c.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz);
+                                cublasLtMatmulAlgoConfigSetAttribute(
+                                    &c.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu, sizeof cu);
+                                cublasLtMatmulHeuristicResult_t hr;
+                                memset(&hr, 0, sizeof hr);
+                                if (cublasLtMatmulAlgoCheck(lt, desc, la, lb, lc, lc, &c.algo,
+                                                            &hr) != CUBLAS_STATUS_SUCCESS ||
+                                    hr.workspaceSize > wsb)
+                                    continue;
+                                c.id = ids[a];
+                                c.sk = sk;
+                                c.tile = tile;
+                                c.stages = stg;
+                                c.red = red;
+                                c.swz = swz;
+                                c.custom = cu;
+                                c.quick = c.us = -1.0f;
+                                c.kernels = 0;
+                                cands.push_back(c);
+                            }
+                        }
+    }
+    /* the pick of cuda_gemm.cpp's rule: the heuristic's first of 8, or for m n k <= 2^28 its
+     * first without split-K */
+    int lib = 0;
+    if ((double)s.m * s.n * s.k <= (double)(1u << 28))
+        for (int i = 0; i < nres && i < 8; i++) {
+            int32_t sk = 1;
+            size_t wr;
+            if (res[i].state == CUBLAS_STATUS_SUCCESS &&
+                cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                     &sk, sizeof sk, &wr) ==
+                    CUBLAS_STATUS_SUCCESS &&
+                sk <= 1) {
+                lib = i;
+                break;
+            }
+        }
+    const cublasLtMatmulAlgo_t *heur = &res[lib].algo;
+    const float h0 = time_algo(lt, desc, A, la, B, lb, ref, lc, heur, ws, wsb, st, 4, 5, NULL);
+    /* about 2 ms of GEMMs per screening replay: 10 launches of the small ones, 1-3 of B2's */
+    const int per = h0 > 1000.0f ? 1 : h0 > 200.0f ? (int)(2000.0f / h0) : 10;
+    const float h = time_algo(lt, desc, A, la, B, lb, ref, lc, heur, ws, wsb, st, per * 2, 15, NULL);
+    config lc0;
+    lc0.algo = *heur;
+    size_t wr;
+    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_ID, &lc0.id, sizeof lc0.id, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_TILE_ID, &lc0.tile,
+                                         sizeof lc0.tile, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_STAGES_ID, &lc0.stages,
+                                         sizeof lc0.stages, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &lc0.sk,
+                                         sizeof lc0.sk, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &lc0.red,
+                                         sizeof lc0.red, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &lc0.swz,
+                                         sizeof lc0.swz, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &lc0.custom,
+                                         sizeof lc0.custom, &wr);
+    char lname[160];
+    config_name(lc0, lname, sizeof lname);
+    printf("%s %s%s m=%u n=%u k=%u: the library's pick (heuristic #%d: %s) %.2f us; %zu "
+           "configurations from %d ids\n",
+           preset, s.name, tf32 ? " tf32" : "", s.m, s.n, s.k, lib, lname, h, cands.size(), nids);
+    fflush(stdout);
+    for (config &c : cands)
+        c.quick = time_algo(lt, desc, A, la, B, lb, C, lc, &c.algo, ws, wsb, st, per, 3, NULL);
+    std::sort(cands.begin(), cands.end(), [](const config &x, const config &y) {
+        if ((x.quick < 0) != (y.quick < 0))
+            return y.quick < 0;
+        return x.quick < y.quick;
+    });
+    std::vector<float> href(nc), hc(nc), hc2(nc);
+    CK(cudaMemcpy(href.data(), ref, nc * 4, cudaMemcpyDeviceToHost));
+    const size_t top = cands.size() < 12 ? cands.size() : 12;
+    for (size_t i = 0; i < top; i++) {
+        config &c = cands[i];
+        if (c.quick < 0)
+            break;
+        CK(cudaMemset(C, 0, nc * 4));
+        c.us = time_algo(lt, desc, A, la, B, lb, C, lc, &c.algo, ws, wsb, st, per * 2, 15,
+                         &c.kernels);
+        CK(cudaMemcpy(hc.data(), C, nc * 4, cudaMemcpyDeviceToHost));
+        /* a second run into a cleared output: the same bits (no order-dependent reduction) */
+        CK(cudaMemset(C, 0, nc * 4));
+        time_algo(lt, desc, A, la, B, lb, C, lc, &c.algo, ws, wsb, st, 1, 1, NULL);
+        CK(cudaMemcpy(hc2.data(), C, nc * 4, cudaMemcpyDeviceToHost));
+        double maxd = 0.0;
+        for (size_t e = 0; e < nc; e++) {
+            const double d = fabs((double)hc[e] - (double)href[e]);
+            maxd = d > maxd ? d : maxd;
+        }
+        char name[160];
+        config_name(c, name, sizeof name);
+        printf("  %s  screen %7.2f  %7.2f us  %zu kernel(s)  max|d| vs pick %.2e  %s\n", name,
+               c.quick, c.us, c.kernels, maxd,
+               memcmp(hc.data(), hc2.data(), nc * 4) ? "NOT reproducible" : "reproducible");
+    }
+    /* the fastest of the second timing, as an entry of cuda_gemm.cpp's table when it beats the
+     * library's pick by 3% and 0.2 us */
+    const config *best = NULL;
+    for (size_t i = 0; i < top; i++)
+        if (cands[i].us > 0 && (!best || cands[i].us < best->us))
+            best = &cands[i];
+    if (best && h > 0 && best->us < 0.97f * h && h - best->us > 0.2f) {
+        static const char *epis[] = {"FHD_EPI_NONE", "FHD_EPI_BIAS", "FHD_EPI_BIAS_RELU"};
+        printf("TUNED    {%u, %u, %u, %u, %u, %u, %u, %u, %u, %s, %d, %d, %u, %u, %d, %u, %u, %u}, "
+               "/* %s %s: %.2f -> %.2f us */\n",
+               s.opa == CUBLAS_OP_N ? 0u : 1u, s.opb == CUBLAS_OP_N ? 0u : 1u, s.m, s.n, s.k,
+               s.lda, s.ldb, s.ldc, 1u, epis[s.epi], tf32, best->id, best->tile, best->stages,
+               best->sk, best->red, best->swz, best->custom, preset, s.name, h, best->us);
+    }
+    fflush(stdout);
 }
 
 static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf32, void *ws,
@@ -104,9 +365,16 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
+    if (g_all) {
+        if (n > 0)
+            sweep_exhaustive(lt, preset, s, tf32, desc, la, lb, lc, A, B, C, ref, nc, res, n, ws,
+                             wsb, st);
+        n = 0; /* the heuristic's list is the default mode's */
+    }
     std::vector<float> href(nc), hc(nc);
     static const char *epin[] = {"", " +bias", " +bias+relu", " RELU_AUX_BIAS", " DRELU_BGRAD"};
-    printf("%s %s%s%s m=%u n=%u k=%u: %d candidates\n", preset, s.name, tf32 ? " tf32" : "",
+    if (!g_all)
+        printf("%s %s%s%s m=%u n=%u k=%u: %d candidates\n", preset, s.name, tf32 ? " tf32" : "",
            epin[s.epi], s.m, s.n, s.k, n);
     for (int i = 0; i < n; i++) {
         if (res[i].state != CUBLAS_STATUS_SUCCESS)
@@ -259,6 +527,10 @@ static void preset(cublasLtHandle_t lt, const char *name, uint32_t S, uint32_t H
         {"dW1 dz^T", CUBLAS_OP_N, CUBLAS_OP_N, H, H, B, H, B, H, 0},
         {"dx1", CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, 0},
         {"dW0", CUBLAS_OP_N, CUBLAS_OP_T, S, H, B, S, H, S, 0},
+        /* the split GEMMs of the small presets (cuda_setup.cpp): dx1 over half of K, dW0 over
+         * half of the batch */
+        {"dx1 half", CUBLAS_OP_N, CUBLAS_OP_N, H, B, H / 2, H, H, H, 0},
+        {"dW0 half", CUBLAS_OP_N, CUBLAS_OP_T, S, H, B / 2, S, H, S, 0},
         /* the ReLU-mask alternative to the ReLU-backward kernel: the torso's forward writes
          * the mask, the dx GEMMs apply it and reduce the bias gradient */
         {"fwd0 online", CUBLAS_OP_T, CUBLAS_OP_N, H, 2 * B, S, S, S, H, 3},
@@ -268,12 +540,13 @@ static void preset(cublasLtHandle_t lt, const char *name, uint32_t S, uint32_t H
     };
     /* GEMM_SWEEP_EPI=1: only the sites that have a mask alternative (a site of the same name
      * with epilogue 3 or 4), both ways */
-    const bool only = getenv("GEMM_SWEEP_EPI") != NULL;
+    const bool only = getenv(g_all ? "GEMM_SWEEP_SITE" : "GEMM_SWEEP_EPI") != NULL;
+    const char *only_site = getenv("GEMM_SWEEP_SITE"); /* "all" mode: one site by name */
     for (const site &s : sites) {
         bool masked = false;
         for (const site &o : sites)
             masked = masked || (o.epi >= 3 && !strcmp(o.name, s.name));
-        if (!only || masked)
+        if (g_all ? s.epi < 3 && (!only || !strcmp(only_site, s.name)) : !only || masked)
             sweep(lt, name, s, tf32, ws, wsb, st);
     }
 }
@@ -291,6 +564,11 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&ws, wsb));
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
+    if (argc > 1 && !strcmp(argv[1], "all")) {
+        g_all = true;
+        argv++;
+        argc--;
+    }
     auto want = [&](const char *p) {
         if (argc == 1)
             return true;
@@ -303,6 +581,8 @@ int main(int argc, char **argv) {
         probe_epilogues(lt, 256, 256);
         probe_epilogues(lt, 1024, 8192);
     }
+    if (want("C0"))
+        preset(lt, "C0", 4, 64, 3, 64, 0, ws, wsb, st);
     if (want("B1"))
         preset(lt, "B1", 64, 256, 9, 256, 0, ws, wsb, st);
     if (want("B3"))
