@@ -53,7 +53,9 @@ enum {
     FHD_CUDA_INFO_ROWS_ONLINE = 2,    /* rows of the online forward (2B with double DQN) */
     FHD_CUDA_INFO_PAIRED_FWD0 = 3,    /* 1: layer 0 of both networks in one batched GEMM */
     FHD_CUDA_INFO_DZ_TRANSPOSED = 4,  /* bit l: layer l's dW GEMM reads dz_l transposed */
-    FHD_CUDA_INFO_COUNT = 5
+    FHD_CUDA_INFO_GEMM_TUNED = 5,     /* GEMMs of the update with a measured configuration
+                                       * (cuda_gemm.cpp's table) instead of the heuristic's */
+    FHD_CUDA_INFO_COUNT = 6
 };
 
 #endif

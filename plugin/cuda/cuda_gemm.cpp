@@ -1,6 +1,7 @@
 /* cuda_gemm.cpp - cuBLASLt plans: fhd__linear_forward's GEMM (+ bias, ReLU epilogue) and the
- * GEMMs of fhd__linear_backward, each chosen once (descriptors, alignment, algorithm from the
- * heuristic) before the update is captured into a graph. A narrow head's forward (few outputs,
+ * GEMMs of fhd__linear_backward, each chosen once (descriptors, alignment, algorithm from a
+ * table of measured configurations or the heuristic) before the update is captured into a
+ * graph. A narrow head's forward (few outputs,
  * a small batch) is planned as fhd__cuda_narrow_linear instead (kernels/linear.cuh).
  *
  * Row-major (PyTorch) tensors are column-major transposes, so with W (out, in), x (rows, in):
@@ -25,6 +26,14 @@ static uint32_t alignment_of(const void *p) {
     return al;
 }
 
+/* The same for a leading dimension of ld floats. */
+static uint32_t ld_align(uint32_t ld) {
+    uint32_t al = 256;
+    while (al > 4 && ((uint64_t)ld * 4) % al != 0)
+        al >>= 1;
+    return al;
+}
+
 void fhd__gemm_destroy(fhd__gemm *g) {
     if (g->desc)
         cublasLtMatmulDescDestroy(g->desc);
@@ -39,7 +48,91 @@ void fhd__gemm_destroy(fhd__gemm *g) {
     memset(g, 0, sizeof(*g));
 }
 
-/* Descriptors for spec s with epilogue epi; 0 and the algorithm when the heuristic has one. */
+/* Configurations measured faster than the heuristic's pick, for call sites of the DESIGN.md
+ * presets on sm_90 with 132 SMs (H100 SXM, H200). `gemm_sweep all PRESET` times every
+ * configuration cuBLASLt accepts for each site, alone, as captured-graph replays
+ * (bench/results/2026-11-30-h200-gemm-all.log). A site is here where the fastest beat the pick
+ * of try_plan's rule by 3% and 0.2 us alone AND made the whole update faster: of the sweep's
+ * candidates, B1's three (all split-K, beside its path) slowed B1 and B1-sn by 1.2-2.7 us each,
+ * and B3's layer-0 forwards slowed B3 by 1.5 us; they are not here (bench/RESULTS.md's log).
+ * Split-K entries reduce in a second kernel (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE) and
+ * reproduce their bits, as every pick must. An entry is used only when
+ * cublasLtMatmulAlgoCheck accepts it for the descriptors at hand. */
+struct tuned_gemm {
+    uint8_t ta, tb; /* op T of A, of B */
+    uint32_t m, n, k, lda, ldb, ldc, batch;
+    int epi, tf32;
+    int32_t algo;
+    uint32_t tile, stages;
+    int32_t splitk;
+    uint32_t reduction, swizzle, custom;
+};
+
+static const tuned_gemm k_tuned_sm90_132[] = {
+    /* B3: dW of the head and of layer 1 (split-K), dx of layer 1; alone 7.16 -> 6.50,
+     * 19.29 -> 18.46, 21.02 -> 17.56 us */
+    {0, 1, 512, 21, 1024, 512, 24, 512, 1, FHD_EPI_NONE, 0, 20, 15, 28, 16, 4, 0, 0},
+    {0, 1, 512, 512, 1024, 512, 512, 512, 1, FHD_EPI_NONE, 0, 20, 18, 28, 4, 2, 0, 0},
+    {0, 0, 512, 1024, 512, 512, 512, 512, 1, FHD_EPI_NONE, 0, 55, 15, 31, 1, 0, 0, 0},
+    /* B2: the target's head in FP32 (split-K) and TF32, dx of layer 1 in FP32; alone
+     * 38.95 -> 33.62, 21.10 -> 19.63, 344.6 -> 330.0 us */
+    {1, 0, 33, 8192, 1024, 1024, 1024, 36, 1, FHD_EPI_BIAS, 0, 55, 15, 31, 3, 2, 0, 0},
+    {1, 0, 33, 8192, 1024, 1024, 1024, 36, 1, FHD_EPI_BIAS, 1, 23, 15, 12, 1, 0, 0, 0},
+    {0, 0, 1024, 8192, 1024, 1024, 1024, 1024, 1, FHD_EPI_NONE, 0, 55, 24, 31, 1, 0, 1, 0},
+};
+
+/* The table's configuration for spec s with epilogue epi into *algo, when there is one for this
+ * device, AlgoCheck accepts it with the descriptors of g, its workspace fits and the buffers are
+ * as aligned as it needs. */
+static bool tuned_algo(fhd__backend *b, const fhd__gemm *g, const fhd__gemm_spec *s, int epi,
+                       const uint32_t align[3], cublasLtMatmulAlgo_t *algo) {
+    if (b->sm != 90 || b->sm_count != 132)
+        return false;
+    const cublasComputeType_t ct = s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    for (const tuned_gemm &t : k_tuned_sm90_132) {
+        if (t.ta != (s->opa != CUBLAS_OP_N) || t.tb != (s->opb != CUBLAS_OP_N) || t.m != s->m ||
+            t.n != s->n || t.k != s->k || t.lda != s->lda || t.ldb != s->ldb || t.ldc != s->ldc ||
+            t.batch != (s->batch > 1 ? s->batch : 1u) || t.epi != epi || t.tf32 != (s->tf32 != 0))
+            continue;
+        if (cublasLtMatmulAlgoInit(b->lt, ct, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                   CUDA_R_32F, t.algo, algo) != CUBLAS_STATUS_SUCCESS)
+            return false;
+        const struct {
+            cublasLtMatmulAlgoConfigAttributes_t attr;
+            const void *v;
+            size_t n;
+        } cfg[] = {{CUBLASLT_ALGO_CONFIG_TILE_ID, &t.tile, sizeof t.tile},
+                   {CUBLASLT_ALGO_CONFIG_STAGES_ID, &t.stages, sizeof t.stages},
+                   {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &t.splitk, sizeof t.splitk},
+                   {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &t.reduction, sizeof t.reduction},
+                   {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &t.swizzle, sizeof t.swizzle},
+                   {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &t.custom, sizeof t.custom}};
+        for (const auto &c : cfg)
+            if (cublasLtMatmulAlgoConfigSetAttribute(algo, c.attr, c.v, c.n) !=
+                CUBLAS_STATUS_SUCCESS)
+                return false;
+        static const cublasLtMatmulAlgoCapAttributes_t caps[4] = {
+            CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES};
+        for (int i = 0; i < 4; i++) { /* D is C */
+            uint32_t need = 0;
+            size_t wr = 0;
+            if (cublasLtMatmulAlgoCapGetAttribute(algo, caps[i], &need, sizeof need, &wr) !=
+                    CUBLAS_STATUS_SUCCESS ||
+                need > align[i < 3 ? i : 2])
+                return false;
+        }
+        cublasLtMatmulHeuristicResult_t r;
+        memset(&r, 0, sizeof r);
+        return cublasLtMatmulAlgoCheck(b->lt, g->desc, g->la, g->lb, g->lc, g->lc, algo, &r) ==
+                   CUBLAS_STATUS_SUCCESS &&
+               r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= FHD_CUDA_WORKSPACE_BYTES;
+    }
+    return false;
+}
+
+/* Descriptors for spec s with epilogue epi; 0 and the algorithm when the table (above) or the
+ * heuristic has one. */
 static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int epi,
                         int *found) {
     *found = 0;
@@ -85,9 +178,6 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
                                                       &s->stride_bias, sizeof s->stride_bias));
     }
 
-    cublasLtMatmulPreference_t pref = NULL;
-    FHD_CKB(b, cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = FHD_CUDA_WORKSPACE_BYTES;
     uint32_t al_a = alignment_of(s->A), al_b = alignment_of(s->B), al_c = alignment_of(s->C);
     if (s->batch > 1) { /* every matrix of the batch: the second one's address too */
         const uint32_t a2 = alignment_of(s->A + s->stride_a), b2 = alignment_of(s->B + s->stride_b);
@@ -96,6 +186,18 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
         al_b = b2 < al_b ? b2 : al_b;
         al_c = c2 < al_c ? c2 : al_c;
     }
+    /* the table's configurations need pointers and leading dimensions both aligned */
+    const uint32_t align[3] = {al_a < ld_align(s->lda) ? al_a : ld_align(s->lda),
+                               al_b < ld_align(s->ldb) ? al_b : ld_align(s->ldb),
+                               al_c < ld_align(s->ldc) ? al_c : ld_align(s->ldc)};
+    if (tuned_algo(b, g, s, epi, align, &g->algo)) {
+        g->tuned = 1;
+        *found = 1;
+        return FHD_OK;
+    }
+    cublasLtMatmulPreference_t pref = NULL;
+    FHD_CKB(b, cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = FHD_CUDA_WORKSPACE_BYTES;
     cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     if (st == CUBLAS_STATUS_SUCCESS)

@@ -85,6 +85,7 @@ typedef struct fhd__gemm {
     const float *bias;
     uint32_t rows, out, ld;
     int relu, fallback;
+    int tuned;      /* the algorithm is a configuration of cuda_gemm.cpp's table */
     int host_alpha; /* alpha = 1 passed as a host scalar (CUBLASLT_POINTER_MODE_HOST) */
     /* a head's forward by fhd__cuda_narrow_linear instead of cuBLASLt (no descriptors then):
      * C = alpha (B A^T) + bias with B (rows, in; ld ldb), A (out, in) */
@@ -143,6 +144,8 @@ struct fhd__backend {
     fhd__config cfg;
     fhd__layout lo;
     int device;
+    int sm, sm_count;         /* compute capability (major * 10 + minor) and SMs: which
+                               * measured GEMM configurations apply (cuda_gemm.cpp) */
     char device_name[256];
     char err[1024];
     uint64_t P;

@@ -454,12 +454,15 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
     if (rc == FHD_OK) {
         cudaDeviceProp prop;
         e = cudaGetDeviceProperties(&prop, b->device);
-        if (e != cudaSuccess)
+        if (e != cudaSuccess) {
             rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaGetDeviceProperties");
-        else
+        } else {
+            b->sm = prop.major * 10 + prop.minor;
+            b->sm_count = prop.multiProcessorCount;
             snprintf(b->device_name, sizeof b->device_name, "%s (cuda:%d, sm_%d%d, %.0f GiB)",
                      prop.name, b->device, prop.major, prop.minor,
                      (double)prop.totalGlobalMem / 1073741824.0);
+        }
     }
     alloc_plan *plan = NULL;
     if (rc == FHD_OK)

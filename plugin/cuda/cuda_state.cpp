@@ -93,6 +93,12 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
         all[FHD_CUDA_INFO_ROWS_ONLINE] = b->rows_on;
         all[FHD_CUDA_INFO_PAIRED_FWD0] = (uint64_t)b->pair_fwd0;
         all[FHD_CUDA_INFO_DZ_TRANSPOSED] = 0;
+        uint64_t tuned = (uint64_t)b->bwd_dw0b.tuned;
+        for (uint32_t l = 0; l <= b->lo.L; l++)
+            tuned += (uint64_t)b->fwd_on[l].tuned + (uint64_t)b->fwd_tg[l].tuned +
+                     (uint64_t)b->bwd_dw[l].tuned + (uint64_t)b->bwd_dx[l].tuned +
+                     (uint64_t)b->bwd_dx2[l].tuned;
+        all[FHD_CUDA_INFO_GEMM_TUNED] = tuned;
         for (uint32_t l = 0; l < b->lo.L; l++)
             all[FHD_CUDA_INFO_DZ_TRANSPOSED] |= (uint64_t)(b->dz_t[l] != 0) << l;
         memcpy(o, all, sizeof(uint64_t) * count);

@@ -269,8 +269,15 @@ static void run(const bench *bm) {
     }
     fhd__update_stats us;
     L->ops->latest_stats(L->be, &us);
-    printf("%-8s %10.1f %10.1f %12.0f %8u %10.1f %10.1f  loss %.4g  (%s)\n", bm->name, t[3], t[0],
-           1e6 / t[3], n, al[0], al[1], us.loss, L->ops->device_name(L->be));
+    /* a module built before the fact existed answers fewer: -1 */
+    uint64_t info[FHD_CUDA_INFO_COUNT];
+    const long long tuned =
+        L->ops->read(L->be, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, info) == FHD_OK
+            ? (long long)info[FHD_CUDA_INFO_GEMM_TUNED]
+            : -1;
+    printf("%-8s %10.1f %10.1f %12.0f %8u %10.1f %10.1f  loss %.4g  tuned GEMMs %lld  (%s)\n",
+           bm->name, t[3], t[0], 1e6 / t[3], n, al[0], al[1], us.loss, tuned,
+           L->ops->device_name(L->be));
     fflush(stdout);
     free(obs);
     free(act);
