@@ -212,5 +212,16 @@ int main(void) {
      * them) have no order that depends on scheduling either */
     reproducible("reproducible b1-sn", b1, "\"actions\": [6], \"replay\": \"prioritized\", "
                  "\"double_dqn\": true, \"spectral_norm\": \"all\"", 1, K6);
+    /* B3's shape: on sm_90 with 132 SMs its dW GEMMs of the head and of layer 1 run split-K
+     * configurations of cuda_gemm.cpp's table, reduced in a second kernel in a fixed order.
+     * Not under racecheck (FHD_SMOKE_NO_LARGE): it instruments every shared-memory access of
+     * cuBLASLt's B3-sized kernels and takes minutes */
+    const uint32_t K4[4] = {5, 5, 5, 5};
+    const char *b3 = "\"obs_dim\": 64, \"hidden\": [512, 512], \"batch_size\": 1024";
+    const char *no_large = getenv("FHD_SMOKE_NO_LARGE");
+    if (!no_large || !*no_large)
+        reproducible("reproducible b3", b3, "\"actions\": [5, 5, 5, 5], \"dueling\": true, "
+                     "\"replay\": \"prioritized\", \"double_dqn\": true, \"spectral_norm\": "
+                     "\"all\", \"cql_alpha\": 0.1", 4, K4);
     return ct_finish();
 }
