@@ -55,8 +55,8 @@ void fhd__gemm_destroy(fhd__gemm *g) {
  * of try_plan's rule by 3% and 0.2 us alone AND made the whole update faster: of the sweep's
  * candidates, B1's three (all split-K, beside its path) slowed B1 and B1-sn by 1.2-2.7 us each,
  * and B3's layer-0 forwards slowed B3 by 1.5 us; they are not here (bench/RESULTS.md's log).
- * B3's split-K entries leave 4-14% of its updates slow (168 against 148 us; its mean is still
- * 6 us lower: bench/CUDA_NOTES.md). Split-K entries reduce in a second kernel
+ * B3's dW1 entry leaves 1-10% of its updates slow (168 against 148 us); the table's mean is
+ * still the lowest of the combinations measured (bench/CUDA_NOTES.md). Split-K entries reduce in a second kernel
  * (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE) and reproduce their bits, as every pick must.
  * An entry is used only when cublasLtMatmulAlgoCheck accepts it for the descriptors at hand. */
 struct tuned_gemm {
