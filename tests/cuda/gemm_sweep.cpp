@@ -127,6 +127,27 @@ static void config_name(const config &c, char *buf, size_t n) {
              c.tile, c.stages, c.sk, c.red, c.swz, c.custom);
 }
 
+/* The configuration's attributes into c.algo (set) or out of it. */
+static void config_attrs(config *c, bool set) {
+    const struct {
+        cublasLtMatmulAlgoConfigAttributes_t attr;
+        void *v;
+        size_t n;
+    } f[] = {{CUBLASLT_ALGO_CONFIG_TILE_ID, &c->tile, sizeof c->tile},
+             {CUBLASLT_ALGO_CONFIG_STAGES_ID, &c->stages, sizeof c->stages},
+             {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c->sk, sizeof c->sk},
+             {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c->red, sizeof c->red},
+             {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c->swz, sizeof c->swz},
+             {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c->custom, sizeof c->custom}};
+    for (const auto &x : f) {
+        size_t wr;
+        if (set)
+            cublasLtMatmulAlgoConfigSetAttribute(&c->algo, x.attr, x.v, x.n);
+        else
+            cublasLtMatmulAlgoConfigGetAttribute(&c->algo, x.attr, x.v, x.n, &wr);
+    }
+}
+
 /* Every configuration AlgoCheck accepts for this site (see the file's comment). */
 static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site &s, int tf32,
                              cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
@@ -191,19 +212,13 @@ static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site
                                     continue;
                                 config c;
                                 c.algo = algo;
-                                cublasLtMatmulAlgoConfigSetAttribute(
-                                    &c.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
-                                cublasLtMatmulAlgoConfigSetAttribute(
-                                    &c.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stg, sizeof stg);
-                                cublasLtMatmulAlgoConfigSetAttribute(
-                                    &c.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk);
-                                cublasLtMatmulAlgoConfigSetAttribute(
-                                    &c.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
-                                    sizeof red);
-                                cublasLtMatmulAlgoConfigSetAttribute(
-                                    &c.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz);
-                                cublasLtMatmulAlgoConfigSetAttribute(
-                                    &c.algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &cu, sizeof cu);
+                                c.sk = sk;
+                                c.tile = tile;
+                                c.stages = stg;
+                                c.red = red;
+                                c.swz = swz;
+                                c.custom = cu;
+                                config_attrs(&c, true);
                                 cublasLtMatmulHeuristicResult_t hr;
                                 memset(&hr, 0, sizeof hr);
                                 if (cublasLtMatmulAlgoCheck(lt, desc, la, lb, lc, lc, &c.algo,
@@ -211,12 +226,6 @@ static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site
                                     hr.workspaceSize > wsb)
                                     continue;
                                 c.id = ids[a];
-                                c.sk = sk;
-                                c.tile = tile;
-                                c.stages = stg;
-                                c.red = red;
-                                c.swz = swz;
-                                c.custom = cu;
                                 c.quick = c.us = -1.0f;
                                 c.kernels = 0;
                                 cands.push_back(c);
@@ -248,18 +257,7 @@ static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site
     lc0.algo = *heur;
     size_t wr;
     cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_ID, &lc0.id, sizeof lc0.id, &wr);
-    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_TILE_ID, &lc0.tile,
-                                         sizeof lc0.tile, &wr);
-    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_STAGES_ID, &lc0.stages,
-                                         sizeof lc0.stages, &wr);
-    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &lc0.sk,
-                                         sizeof lc0.sk, &wr);
-    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &lc0.red,
-                                         sizeof lc0.red, &wr);
-    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &lc0.swz,
-                                         sizeof lc0.swz, &wr);
-    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &lc0.custom,
-                                         sizeof lc0.custom, &wr);
+    config_attrs(&lc0, false);
     char lname[160];
     config_name(lc0, lname, sizeof lname);
     printf("%s %s%s m=%u n=%u k=%u: the library's pick (heuristic #%d: %s) %.2f us; %zu "
@@ -361,10 +359,6 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
     cublasLtMatmulHeuristicResult_t res[32];
     int n = 0;
     CKB(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 32, res, &n));
-    const float one = 1.0f, zero = 0.0f;
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     if (g_all) {
         if (n > 0)
             sweep_exhaustive(lt, preset, s, tf32, desc, la, lb, lc, A, B, C, ref, nc, res, n, ws,
@@ -389,44 +383,14 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
                                              sizeof sk, &wr);
         float *out = i == 0 ? ref : C;
         /* 20 launches captured into one graph and timed as graph replays (eager launches
-         * measure the host's launch path, ~11 us a call, not the kernel), 15 repetitions
-         * after 3 */
-        std::vector<float> t(15);
-        bool ok = cublasLtMatmul(lt, desc, &one, A, la, B, lb, &zero, out, lc, out, lc,
-                                 &res[i].algo, ws, wsb, st) == CUBLAS_STATUS_SUCCESS;
-        CK(cudaStreamSynchronize(st));
-        cudaGraph_t graph = NULL;
-        cudaGraphExec_t exec = NULL;
-        if (ok) {
-            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-            for (int k = 0; k < 20 && ok; k++)
-                ok = cublasLtMatmul(lt, desc, &one, A, la, B, lb, &zero, out, lc, out, lc,
-                                    &res[i].algo, ws, wsb, st) == CUBLAS_STATUS_SUCCESS;
-            CK(cudaStreamEndCapture(st, &graph));
-            ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-        }
-        size_t nodes = 0; /* kernels per GEMM: a separate epilogue or split-K reduction shows */
-        if (graph)
-            CK(cudaGraphGetNodes(graph, NULL, &nodes));
-        for (int r = 0; r < 18 && ok; r++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(exec, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r >= 3)
-                t[r - 3] = ms * 1000.0f / 20.0f;
-        }
-        if (exec)
-            cudaGraphExecDestroy(exec);
-        if (graph)
-            cudaGraphDestroy(graph);
-        if (!ok) {
+         * measure the host's launch path, ~11 us a call, not the kernel): median of 15 */
+        size_t kernels = 0; /* a separate epilogue or split-K reduction shows */
+        const float us = time_algo(lt, desc, A, la, B, lb, out, lc, &res[i].algo, ws, wsb, st, 20,
+                                   15, &kernels);
+        if (us < 0) {
             printf("  #%-2d failed to run\n", i);
             continue;
         }
-        std::sort(t.begin(), t.end());
         bool same = true;
         if (i > 0) {
             CK(cudaMemcpy(href.data(), ref, nc * 4, cudaMemcpyDeviceToHost));
@@ -435,10 +399,8 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
                 same = memcmp(&href[(size_t)col * s.ldc], &hc[(size_t)col * s.ldc], 4 * s.m) == 0;
         }
         printf("  #%-2d tile %3d stages %3d splitK %2d  %8.2f us  %zu kernel(s)  %s\n", i, tile,
-               stages, sk, t[7], nodes / 20, same ? "bitwise = #0" : "differs from #0");
+               stages, sk, us, kernels, same ? "bitwise = #0" : "differs from #0");
     }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatrixLayoutDestroy(lb);
