@@ -11,7 +11,7 @@
 # --base-rev builds the module of a commit in a git worktree (/tmp/fhd-ab-base) and copies it
 # to .device/base; run it after device_bundle.sh (which empties .device/). --run prints lines
 # "NEW|BASE <cuda_bench row>" and, per preset and module, the mean and the sorted update
-# lengths of the trace. With $OUT set the output is also written to $OUT/ab.log.
+# lengths of the trace, and how many of them lie 8% above their median. With $OUT set the output is also written to $OUT/ab.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode= base_rev= presets="B1 B1-sn B3 C0" rounds=2 updates=100
@@ -71,8 +71,13 @@ log=/dev/null
         "$bench" "$p" 2>&1 || true)
       echo "$t" | grep "per update" | head -1 | sed "s/^/$m  /" || true
       # the update lengths: the indented lines of numbers after that line, sorted
-      echo "$m  sorted: $(echo "$t" | sed -n '/per update/,/^trace/p' | grep -E '^  [0-9]' |
-        tr -s ' ' '\n' | grep -v '^$' | sort -n | tr '\n' ' ')"
+      lens=$(echo "$t" | sed -n '/per update/,/^trace/p' | grep -E '^  [0-9]' |
+        tr -s ' ' '\n' | grep -v '^$' | sort -n)
+      echo "$m  sorted: $(echo "$lens" | tr '\n' ' ')"
+      # a second mode (B3's slow updates in the tenth round): updates 8% above the median
+      echo "$lens" | awk -v m="$m" 'NF { v[n++] = $1 } END { if (!n) exit;
+        med = v[int(n / 2)]; for (i = 0; i < n; i++) if (v[i] > 1.08 * med) k++;
+        printf "%s  slow: %d of %d updates above 1.08 x the median (%s)\n", m, k, n, med }'
     done
   done
 } | tee "$log"
