@@ -11,7 +11,8 @@
 # --base-rev builds the module of a commit in a git worktree (/tmp/fhd-ab-base) and copies it
 # to .device/base; run it after device_bundle.sh (which empties .device/). --run prints lines
 # "NEW|BASE <cuda_bench row>" and, per preset and module, the mean and the sorted update
-# lengths of the trace, and how many of them lie 8% above their median. With $OUT set the output is also written to $OUT/ab.log.
+# lengths of the trace, and how many of them lie 8% above their median. With $OUT set the
+# output is also written to $OUT/ab.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode= base_rev= presets="B1 B1-sn B3 C0" rounds=2 updates=100
