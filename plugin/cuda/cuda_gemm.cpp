@@ -1,8 +1,8 @@
 /* cuda_gemm.cpp - cuBLASLt plans: fhd__linear_forward's GEMM (+ bias, ReLU epilogue) and the
  * GEMMs of fhd__linear_backward, each chosen once (descriptors, alignment, algorithm from a
  * table of measured configurations or the heuristic) before the update is captured into a
- * graph. A narrow head's forward (few outputs,
- * a small batch) is planned as fhd__cuda_narrow_linear instead (kernels/linear.cuh).
+ * graph. A narrow head's forward (few outputs, a small batch) is planned as
+ * fhd__cuda_narrow_linear instead (kernels/linear.cuh).
  *
  * Row-major (PyTorch) tensors are column-major transposes, so with W (out, in), x (rows, in):
  *   forward  y^T (out, rows)  = W^T' x^T  : m = out, n = rows, k = in,  A = W (op T), B = x (op N)
@@ -56,9 +56,10 @@ void fhd__gemm_destroy(fhd__gemm *g) {
  * candidates, B1's three (all split-K, beside its path) slowed B1 and B1-sn by 1.2-2.7 us each,
  * and B3's layer-0 forwards slowed B3 by 1.5 us; they are not here (bench/RESULTS.md's log).
  * B3's dW1 entry leaves 1-10% of its updates slow (168 against 148 us); the table's mean is
- * still the lowest of the combinations measured (bench/CUDA_NOTES.md). Split-K entries reduce in a second kernel
- * (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE) and reproduce their bits, as every pick must.
- * An entry is used only when cublasLtMatmulAlgoCheck accepts it for the descriptors at hand. */
+ * still the lowest of the combinations measured (bench/CUDA_NOTES.md). Split-K entries reduce
+ * in a second kernel (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE) and reproduce their bits, as
+ * every pick must. An entry is used only when cublasLtMatmulAlgoCheck accepts it for the
+ * descriptors at hand. */
 struct tuned_gemm {
     uint8_t ta, tb; /* op T of A, of B */
     uint32_t m, n, k, lda, ldb, ldc, batch;
