@@ -2,15 +2,17 @@
  * the DESIGN.md presets, timed on random data (not a test: a measurement that informs how
  * cuda_gemm.cpp picks algorithms). For each call site: the candidates in the heuristic's order
  * with tile id, stages, split-K, median microseconds per GEMM (20 launches replayed as one
- * captured graph, 15 repetitions after 3), and whether the output equals the first
+ * captured graph, 15 repetitions after one), and whether the output equals the first
  * candidate's bit for bit.
  *
  *   gemm_sweep [PRESET ...]     PRESET in C0 B1 B3 B2 B2-tf32 (default: all)
  *   GEMM_SWEEP_EPI=1 gemm_sweep ...   only the sites with a ReLU-mask epilogue alternative
  *   gemm_sweep all PRESET ...   every configuration cuBLASLt accepts (all algorithm ids, tiles,
  *                               stages, split-K counts with each reduction scheme, CTA
- *                               swizzling, custom options), each screened with 10 launches, the
- *                               fastest 12 timed again as above; beside the heuristic's pick
+ *                               swizzling, custom options), each screened with one replay of
+ *                               about 2 ms of launches, the fastest 12 timed again and checked
+ *                               to reproduce their bits; beside the pick of cuda_gemm.cpp's rule,
+ *                               with a line "TUNED {...}" for its table where one beats it
  *   GEMM_SWEEP_SITE=NAME gemm_sweep all ...   one call site ("fwd1 online", "dx1 half", ...)
  */
 #include <cublasLt.h>
@@ -63,8 +65,8 @@ static float *rand_buf(size_t n, uint64_t seed) {
 
 static bool g_all = false; /* "all": the exhaustive search instead of the heuristic's list */
 
-/* Median (reps > 1) or minimum microseconds per GEMM of `per` launches captured as one graph,
- * after one warm-up replay; -1 when the configuration fails to run. */
+/* Microseconds per GEMM of `per` launches captured as one graph, replayed reps times after one
+ * warm-up replay: the median (reps > 3) or the minimum; -1 when the configuration fails to run. */
 static float time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const float *A,
                        cublasLtMatrixLayout_t la, const float *B, cublasLtMatrixLayout_t lb,
                        float *C, cublasLtMatrixLayout_t lc, const cublasLtMatmulAlgo_t *algo,
