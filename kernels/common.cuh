@@ -34,6 +34,34 @@ __device__ __forceinline__ uint64_t fhd_warp_min_u64(uint64_t v) {
     return v;
 }
 
+/* fhd_warp_sum_d of four values at once, their butterflies interleaved (each result is the
+ * same as fhd_warp_sum_d of that value). */
+__device__ __forceinline__ void fhd_warp_sum4_d(double v[4]) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            v[q] += __shfl_xor_sync(FHD_FULL_MASK, v[q], o);
+}
+
+/* scratch[0] + scratch[1] + ... + scratch[nw - 1] (nw <= 32 warp sums) in index order, from
+ * 0.0, with the loads of eight in flight at once rather than one shared-memory round trip per
+ * addition. */
+__device__ __forceinline__ double fhd_sum_warps_d(const double *scratch, int nw) {
+    double s = 0.0;
+    for (int w0 = 0; w0 < nw; w0 += 8) {
+        double x[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            x[k] = w0 + k < nw ? scratch[w0 + k] : 0.0;
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (w0 + k < nw)
+                s += x[k];
+    }
+    return s;
+}
+
 /* Sum of one double per thread over the block (blockDim.x a multiple of 32, <= 1024); the
  * result is returned to every thread. scratch: 32 doubles of shared memory. */
 __device__ __forceinline__ double fhd_block_sum_d(double v, double *scratch) {
@@ -43,19 +71,14 @@ __device__ __forceinline__ double fhd_block_sum_d(double v, double *scratch) {
     if (lane == 0)
         scratch[warp] = v;
     __syncthreads();
-    double s = 0.0;
-    for (int w = 0; w < nw; w++) /* fixed order: every thread computes the same sum */
-        s += scratch[w];
-    return s;
+    return fhd_sum_warps_d(scratch, nw); /* fixed order: every thread computes the same sum */
 }
 
 /* fhd_block_sum_d of four values at once (one pair of barriers instead of four); each result
  * is the same as fhd_block_sum_d of that value. scratch: 4 x 32 doubles of shared memory. */
 __device__ __forceinline__ void fhd_block_sum4_d(double v[4], double *scratch) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-#pragma unroll
-    for (int q = 0; q < 4; q++)
-        v[q] = fhd_warp_sum_d(v[q]);
+    fhd_warp_sum4_d(v);
     __syncthreads(); /* scratch may still be read by a previous call */
     if (lane == 0)
 #pragma unroll
@@ -63,12 +86,8 @@ __device__ __forceinline__ void fhd_block_sum4_d(double v[4], double *scratch) {
             scratch[q * 32 + warp] = v[q];
     __syncthreads();
 #pragma unroll
-    for (int q = 0; q < 4; q++) {
-        double s = 0.0;
-        for (int w = 0; w < nw; w++)
-            s += scratch[q * 32 + w];
-        v[q] = s;
-    }
+    for (int q = 0; q < 4; q++)
+        v[q] = fhd_sum_warps_d(scratch + q * 32, nw);
 }
 
 /* The last-block-done pattern: every block calls this after writing its partial results;

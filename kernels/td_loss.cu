@@ -8,24 +8,85 @@
 #include "priority.h"
 #include "td_loss.cuh"
 
+/* The per-row work below is a chain of dependent steps in a few threads per block (one per row
+ * and branch). Its values are read FHD_LOSS_CHUNK at a time into registers, their loads in
+ * flight together, and then used in the CPU's order: the same operations in the same order as
+ * one element at a time, without a shared-memory round trip for each element. */
+#define FHD_LOSS_CHUNK 8
+
+static __device__ __forceinline__ void load_chunk(float (&v)[FHD_LOSS_CHUNK], const float *p,
+                                                  uint32_t k0, uint32_t n) {
+#pragma unroll
+    for (int q = 0; q < FHD_LOSS_CHUNK; q++)
+        v[q] = k0 + q < n ? p[k0 + q] : 0.0f;
+}
+
+/* p[0] + p[1] + ... + p[n - 1], added in index order from 0.0f. */
+static __device__ __forceinline__ float sum_in_order(const float *p, uint32_t n) {
+    float s = 0.0f;
+    for (uint32_t k0 = 0; k0 < n; k0 += FHD_LOSS_CHUNK) {
+        float v[FHD_LOSS_CHUNK];
+        load_chunk(v, p, k0, n);
+#pragma unroll
+        for (int q = 0; q < FHD_LOSS_CHUNK; q++)
+            if (k0 + q < n)
+                s += v[q];
+    }
+    return s;
+}
+
+/* The outputs of branch d in one head row (its advantages with dueling). */
+static __device__ __forceinline__ const float *branch_out(const float *o, const fhd__loss_args &a,
+                                                          uint32_t d) {
+    return o + (a.dueling ? 1u : 0u) + a.k_off[d];
+}
+
 /* Mean advantage of branch d of one head row (dueling), summed in action order as the CPU. */
 static __device__ __forceinline__ float branch_mean(const float *o, const fhd__loss_args &a,
                                                     uint32_t d) {
     if (!a.dueling)
         return 0.0f;
-    const float *adv = o + 1 + a.k_off[d];
-    float s = 0.0f;
-    for (uint32_t k = 0; k < a.K[d]; k++)
-        s += adv[k];
-    return s / (float)a.K[d];
+    return sum_in_order(branch_out(o, a, d), a.K[d]) / (float)a.K[d];
 }
 
-/* Q_d(k) of one head row: V + (A_d(k) - mean) with dueling, else the output itself. */
+/* Q_d(k) from the branch output x of action k and v0 = V: V + (A_d(k) - mean) with dueling,
+ * else the output itself. */
+static __device__ __forceinline__ float q_from(const fhd__loss_args &a, float v0, float x,
+                                               float mean) {
+    return a.dueling ? v0 + (x - mean) : x;
+}
+
+/* Q_d(k) of one head row. */
 static __device__ __forceinline__ float q_of(const float *o, const fhd__loss_args &a, uint32_t d,
                                              uint32_t k, float mean) {
-    if (!a.dueling)
-        return o[a.k_off[d] + k];
-    return o[0] + (o[1 + a.k_off[d] + k] - mean);
+    return q_from(a, a.dueling ? o[0] : 0.0f, branch_out(o, a, d)[k], mean);
+}
+
+/* The first action with the greatest Q_d (the CPU's loop: action k replaces the best when its Q
+ * is greater). */
+static __device__ __forceinline__ uint32_t branch_argmax(const float *o, const fhd__loss_args &a,
+                                                         uint32_t d, float mean) {
+    const float *x = branch_out(o, a, d);
+    const float v0 = a.dueling ? o[0] : 0.0f;
+    const uint32_t K = a.K[d];
+    uint32_t best = 0;
+    float bq = 0.0f;
+    for (uint32_t k0 = 0; k0 < K; k0 += FHD_LOSS_CHUNK) {
+        float v[FHD_LOSS_CHUNK];
+        load_chunk(v, x, k0, K);
+#pragma unroll
+        for (int q = 0; q < FHD_LOSS_CHUNK; q++) {
+            const uint32_t k = k0 + q;
+            if (k < K) {
+                const float qk = q_from(a, v0, v[q], mean);
+                if (k == 0 || qk > bq) {
+                    best = k;
+                    bq = qk;
+                }
+            }
+        }
+    }
+    return best;
 }
 
 #define PRIO_THREADS 128
@@ -91,25 +152,31 @@ static __device__ __forceinline__ void update_priorities(const fhd__loss_args &a
     __syncwarp(); /* pre_s / m_s are reused by the next call only after every lane is done */
 }
 
-/* Copy rows [r0, r0 + n) of a (rows, HOs) head tile into shared memory rows of stride HOp,
- * four loads in flight per thread; threads tid = 0 .. step - 1 take part. */
-static __device__ __forceinline__ void stage_rows(float *dst, const float *src, uint32_t r0,
+/* Copy rows [r0, r0 + n) of NT (rows, HOs) head tiles into shared memory rows of stride HOp,
+ * the loads of every tile in flight together (one tile after the other paid an L2 round trip
+ * each); threads tid = 0 .. step - 1 take part. */
+template <int NT>
+static __device__ __forceinline__ void stage_rows(float *const (&dst)[NT],
+                                                  const float *const (&src)[NT], uint32_t r0,
                                                   uint32_t n, uint32_t HO, uint32_t HOs,
                                                   uint32_t HOp, uint32_t tid, uint32_t step) {
-    const float *base = src + (size_t)r0 * HOs;
     const uint32_t total = n * HO;
-    for (uint32_t e0 = tid; e0 < total; e0 += 4 * step) {
-        float v[4];
+    for (uint32_t e0 = tid; e0 < total; e0 += 2 * step) {
+        float v[2][NT];
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 2; k++) {
             const uint32_t e = e0 + k * step, r = e / HO, c = e - r * HO;
-            v[k] = e < total ? __ldg(base + (size_t)r * HOs + c) : 0.0f;
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+                v[k][t] = e < total ? __ldg(src[t] + (size_t)(r0 + r) * HOs + c) : 0.0f;
         }
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 2; k++) {
             const uint32_t e = e0 + k * step, r = e / HO, c = e - r * HO;
-            if (e < total)
-                dst[r * HOp + c] = v[k];
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+                if (e < total)
+                    dst[t][r * HOp + c] = v[k][t];
         }
     }
 }
@@ -283,10 +350,15 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     if (staged) { /* by the other warps when one computes the weights */
         const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x;
         if (threadIdx.x < nst) {
-            stage_rows(s_on, a.head_on, r0, nrows, HO, HOs, HOp, threadIdx.x, nst);
-            stage_rows(s_tgt, a.head_tgt, r0, nrows, HO, HOs, HOp, threadIdx.x, nst);
-            if (!sel_is_tgt)
-                stage_rows(s_sel, a.head_sel, r0, nrows, HO, HOs, HOp, threadIdx.x, nst);
+            if (sel_is_tgt) {
+                float *const dst[2] = {s_on, s_tgt};
+                const float *const src[2] = {a.head_on, a.head_tgt};
+                stage_rows<2>(dst, src, r0, nrows, HO, HOs, HOp, threadIdx.x, nst);
+            } else {
+                float *const dst[3] = {s_on, s_tgt, s_sel};
+                const float *const src[3] = {a.head_on, a.head_tgt, a.head_sel};
+                stage_rows<3>(dst, src, r0, nrows, HO, HOs, HOp, threadIdx.x, nst);
+            }
         }
     }
     __syncthreads(); /* the tiles and the weights */
@@ -297,17 +369,8 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     float *go = staged ? s_out + r * HOp : a.dout + (size_t)i * HOs;
     if (row) { /* fhd__td_target's terms: each branch's target value at its argmax */
         for (uint32_t d = j; d < D; d += DT) {
-            const float ms = branch_mean(sel, a, d);
-            uint32_t best = 0;
-            float bq = q_of(sel, a, d, 0, ms);
-            for (uint32_t k = 1; k < a.K[d]; k++) {
-                const float qk = q_of(sel, a, d, k, ms);
-                if (qk > bq) {
-                    best = k;
-                    bq = qk;
-                }
-            }
-            s_tq[r * D + d] = q_of(tg, a, d, best, branch_mean(tg, a, d));
+            const float ms = branch_mean(sel, a, d), mt = branch_mean(tg, a, d);
+            s_tq[r * D + d] = q_of(tg, a, d, branch_argmax(sel, a, d, ms), mt);
         }
         if (j == 0 && !per_w) { /* host importance weights, or 1 */
             s_w[r] = r_w;
@@ -316,9 +379,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     }
     __syncthreads();
     if (row) {
-        float acc = 0.0f;
-        for (uint32_t d = 0; d < D; d++)
-            acc += s_tq[r * D + d];
+        const float acc = sum_in_order(s_tq + r * D, D);
         const float yi = FHD_FADD(r_ret, FHD_FMUL(r_disc, acc / (float)D));
         const float w = s_w[r];
         if (j == 0)
@@ -376,34 +437,37 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
             }
             if (a.dueling) { /* fhd__head_combine_backward of this branch (in place) */
                 float *gd = go + 1 + o;
-                float sg = 0.0f;
-                for (uint32_t k = 0; k < K; k++)
-                    sg += gd[k];
+                const float sg = sum_in_order(gd, K);
                 s_gs[r * D + d] = sg;
                 const float mean = sg / (float)K;
-                for (uint32_t k = 0; k < K; k++)
-                    gd[k] = gd[k] - mean;
+                for (uint32_t k0 = 0; k0 < K; k0 += FHD_LOSS_CHUNK) {
+                    float v[FHD_LOSS_CHUNK];
+                    load_chunk(v, gd, k0, K);
+#pragma unroll
+                    for (int q = 0; q < FHD_LOSS_CHUNK; q++)
+                        if (k0 + q < K)
+                            gd[k0 + q] = v[q] - mean;
+                }
             }
         }
     }
     __syncthreads();
     if (row && j == 0) { /* the row's sums over its branches, in branch order */
-        if (a.dueling) {
-            float dv = 0.0f;
-            for (uint32_t d = 0; d < D; d++)
-                dv += s_gs[r * D + d];
-            go[0] = dv;
-        }
-        if (a.prioritized) { /* fhd__cuda_priority_update makes it the priority */
-            float tabs = 0.0f;
-            for (uint32_t d = 0; d < D; d++)
-                tabs += s_ad[r * D + d];
-            a.td_row[i] = tabs / (float)D;
-        }
+        if (a.dueling)
+            go[0] = sum_in_order(s_gs + r * D, D);
+        if (a.prioritized) /* fhd__cuda_priority_update makes it the priority */
+            a.td_row[i] = sum_in_order(s_ad + r * D, D) / (float)D;
     }
-    /* per-block statistics */
+    /* per-block statistics. With every row thread in warp 0 (ROWS x DT <= 32, as in every
+     * preset) that warp's butterfly is the block's sum: the other warps hold zeros. */
     double sums[4] = {s_loss, s_abs, s_q, s_cql};
-    fhd_block_sum4_d(sums, red);
+    if (ROWS * DT <= 32) {
+        __syncthreads(); /* the row writes above, for the copy-out below */
+        if (threadIdx.x < 32)
+            fhd_warp_sum4_d(sums);
+    } else {
+        fhd_block_sum4_d(sums, red); /* its barriers order the row writes too */
+    }
     if (threadIdx.x == 0) {
         double *sp = a.statpart + (size_t)blockIdx.x * 4;
         sp[0] = sums[0];
@@ -412,13 +476,13 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
         sp[3] = sums[3];
     }
     /* d(head outputs): out to global (staged), and the block's column sums in row order */
-    if (staged) { /* the fhd_block_sum4_d barriers above ordered the row writes */
+    if (staged) { /* the barriers above ordered the row writes */
         float *dst = a.dout + (size_t)r0 * HOs;
         for (uint32_t e = threadIdx.x; e < nrows * HO; e += blockDim.x) {
             const uint32_t rr = e / HO, c = e - rr * HO;
             dst[(size_t)rr * HOs + c] = s_out[rr * HOp + c];
         }
-    } /* direct mode: the barriers in fhd_block_sum4_d made the other rows' writes visible */
+    } /* direct mode: the barriers above made the other rows' writes visible */
     { /* warp w: columns w, w + 8, ...; lane l: rows l, l + 32, ..., then the butterfly */
         const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
         for (uint32_t c = warp; c < HO; c += nw) {
