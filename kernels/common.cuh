@@ -90,6 +90,14 @@ __device__ __forceinline__ void fhd_block_sum4_d(double v[4], double *scratch) {
         v[q] = fhd_sum_warps_d(scratch + q * 32, nw);
 }
 
+/* Adam's scalars for step t (fhd__adam_step's, in double and rounded once): the step
+ * lr / (1 - beta1^t) and sqrt(1 - beta2^t). */
+__device__ __forceinline__ void fhd_adam_scalars(double lr, double beta1, double beta2, uint64_t t,
+                                                 float *step, float *bc2_sqrt) {
+    *step = (float)(lr / (1.0 - pow(beta1, (double)t)));
+    *bc2_sqrt = (float)sqrt(1.0 - pow(beta2, (double)t));
+}
+
 /* The last-block-done pattern: every block calls this after writing its partial results;
  * it returns true (in all threads) in exactly one block, the last one to arrive, which may
  * then read every other block's partials (with __ldcg). The counter is reset by that block,

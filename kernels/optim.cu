@@ -122,13 +122,6 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
 /* The per-segment sums of every norm block's partials, in block order, then the global norm,
  * the clip coefficient, the SN gradient coefficients and Adam's bias corrections into *ci.
  * Called by a whole block after every norm block has written its partials. */
-/* fhd__adam_step's scalars for step t, in double and rounded once. */
-static __device__ void adam_scalars(const fhd__opt_args &a, float *step, float *bc2_sqrt) {
-    const double t = (double)(a.st->updates + 1);
-    *step = (float)(a.lr / (1.0 - pow(a.beta1, t)));
-    *bc2_sqrt = (float)sqrt(1.0 - pow(a.beta2, t));
-}
-
 static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, float step,
                                    float bc2_sqrt) {
     __shared__ double segsum[FHD_OPT_MAX_SEGMENTS][4];
@@ -194,7 +187,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
         return;
     __shared__ float sc[2];
     if (threadIdx.x == 0)
-        adam_scalars(a, &sc[0], &sc[1]);
+        fhd_adam_scalars(a.lr, a.beta1, a.beta2, a.st->updates + 1, &sc[0], &sc[1]);
     finish_norm(a, a.clip, sc[0], sc[1]); /* its barriers publish sc */
     if (threadIdx.x == 0)
         a.st->grad_norm = a.clip->norm;
@@ -307,13 +300,14 @@ __global__ void __launch_bounds__(OPT_THREADS)
     __shared__ fhd__clip_info ci;
     const uint64_t t = a.st->updates + 1;
     const bool due = (t % a.target_interval) == 0;
-    if (blockIdx.x == 0 && threadIdx.x == 0) /* the two double pow once, before the barrier */
-        adam_scalars(a, &a.clip->pre_step, &a.clip->pre_bc2_sqrt);
+    /* Adam's scalars: by the priority update, beside the backward pass (two double pow here
+     * delayed block 0's arrival at the barrier by ~0.6 us) */
+    const float pre_step = __ldcg(&a.clip->pre_step), pre_bc2 = __ldcg(&a.clip->pre_bc2_sqrt);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks; blk += gridDim.x)
         norm_block(a, blk, red);
     __threadfence();
     cooperative_groups::this_grid().sync();
-    finish_norm(a, &ci, __ldcg(&a.clip->pre_step), __ldcg(&a.clip->pre_bc2_sqrt));
+    finish_norm(a, &ci, pre_step, pre_bc2);
     if (blockIdx.x == 0 && threadIdx.x == 0) { /* for the snapshots and the train_batch path */
         fhd__clip_info *g = a.clip;
         g->norm = ci.norm;

@@ -62,7 +62,8 @@ typedef struct fhd__clip_info {
     float sn_inv[FHD_OPT_MAX_SN]; /* 1 / sigma of each SN layer */
     float step;                   /* lr / (1 - beta1^t), Adam step t = updates + 1 */
     float bc2_sqrt;               /* sqrt(1 - beta2^t) */
-    float pre_step, pre_bc2_sqrt; /* the same, from before the fused pass's grid barrier */
+    float pre_step, pre_bc2_sqrt; /* the same for the fused pass, written by the priority
+                                   * update kernel before it (fhd__loss_args.adam_step) */
 } fhd__clip_info;
 
 typedef struct fhd__opt_args {

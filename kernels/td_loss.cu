@@ -500,19 +500,20 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     /* the statistics' sums over the blocks: fhd_priority_update_kernel, off the critical path */
 }
 
-/* On a branch of its own beside the backward pass, after the loss kernel: the new priorities
- * (fhd__prio_from_td of the rows' mean |td|: its fhd__det_pow is off the critical path here)
- * into the tree, one thread per batch row (the next update's sampling is the first reader of
- * the tree), and in block 0 the loss statistics, one warp each, over the loss blocks' partials
- * in block order (deterministic). Done here rather than by the loss kernel's last block, the
- * fence and counter of that pattern stay off the critical path. */
+/* On a branch of its own beside the backward pass, after the loss kernel. Block 0: the loss
+ * statistics, one warp each, over the loss blocks' partials in block order (deterministic), and
+ * Adam's scalars for the fused optimiser (its two double pow were on the optimiser's path). The
+ * blocks after it: the new priorities (fhd__prio_from_td of the rows' mean |td|: its
+ * fhd__det_pow is off the critical path here) into the tree, one thread per batch row (the next
+ * update's sampling is the first reader of the tree). Done here rather than by the loss kernel's
+ * last block, the fence and counter of that pattern stay off the critical path. */
 __global__ void __launch_bounds__(PRIO_THREADS)
     fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
     static_assert(PRIO_THREADS >= 4 * 32, "a warp per statistic");
-    const uint32_t i = blockIdx.x * PRIO_THREADS + threadIdx.x;
     if (blockIdx.x == 0) {
         __shared__ double red[4];
         const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        const uint64_t u = a.st->updates;
         if (warp < 4) {
             const double sum = fhd_warp_sum_strided(a.statpart + warp, a.loss_blocks, 4);
             if (lane == 0)
@@ -524,21 +525,25 @@ __global__ void __launch_bounds__(PRIO_THREADS)
             a.st->loss = (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
             a.st->td_abs_mean = (float)(red[1] / n);
             a.st->q_mean = (float)(red[2] / n);
-            const uint64_t u = a.st->updates;
             a.st->beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, u) : 0.0f;
             a.st->sample_ahead = u + 1; /* the optimiser raises the counter after this kernel */
+        } else if (threadIdx.x == 32 && a.adam_step) {
+            fhd_adam_scalars(a.lr, a.beta1, a.beta2, u + 1, a.adam_step, a.adam_bc2_sqrt);
         }
+        return;
     }
     if (!a.prioritized)
         return;
+    const uint32_t i = (blockIdx.x - 1) * PRIO_THREADS + threadIdx.x;
     const bool valid = i < a.B;
     update_priorities(a, i, valid,
                       valid ? fhd__prio_from_td(a.td_row[i], a.per_alpha, a.per_eps) : 0);
 }
 
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {
-    uint64_t g = a->prioritized ? fhd_cdiv(a->B, PRIO_THREADS) : 2;
-    fhd_priority_update_kernel<<<(unsigned)(g < 2 ? 2 : g), PRIO_THREADS, 0, stream>>>(*a);
+    /* block 0, then the rows' blocks (one empty block without PER: never a one-block grid) */
+    const uint64_t g = 1 + (a->prioritized ? fhd_cdiv(a->B, PRIO_THREADS) : 1);
+    fhd_priority_update_kernel<<<(unsigned)g, PRIO_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 

@@ -72,6 +72,9 @@ typedef struct fhd__loss_args {
     double *statpart; /* (grid, 4) per-block loss, |td|, Q, CQL sums, summed in block order by
                        * fhd_priority_update_kernel */
     fhd__dev_scalars *st; /* reads updates (beta), max_q; writes the loss statistics */
+    /* Adam's scalars of the coming step for the fused optimiser, by the priority update */
+    float *adam_step, *adam_bc2_sqrt;
+    double lr, beta1, beta2;
     /* layout and loss */
     uint32_t B, D, KT, HO, HOs;
     int dueling;
@@ -113,7 +116,8 @@ cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream);
 /* fuse_dx: dz_below and its per-block column sums from the loss kernel's dout, right after it
  * on the same stream. */
 cudaError_t fhd__cuda_head_dx(const fhd__loss_args *a, cudaStream_t stream);
-/* The loss statistics from the loss blocks' partials, and with prioritized replay the new
+/* The loss statistics from the loss blocks' partials and Adam's scalars for the optimiser after
+ * it (block 0), and with prioritized replay (the blocks after it) the new
  * priorities (fhd__prio_from_td of td_row) into the tree (the last occurrence of a slot sets its
  * leaf, the integer deltas go up the tree) and the running maximum. After the loss kernel, on
  * every update. */

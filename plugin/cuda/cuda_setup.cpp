@@ -177,6 +177,11 @@ static int32_t prepare_loss(fhd__backend *b) {
     a->colpart = b->colpart;
     a->statpart = b->statpart;
     a->st = b->st;
+    a->adam_step = &b->clip->pre_step; /* device addresses: for the fused optimiser */
+    a->adam_bc2_sqrt = &b->clip->pre_bc2_sqrt;
+    a->lr = c->lr;
+    a->beta1 = c->adam_beta1;
+    a->beta2 = c->adam_beta2;
     a->B = B;
     a->D = lo->D;
     a->KT = lo->KT;
