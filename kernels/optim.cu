@@ -305,7 +305,9 @@ __global__ void __launch_bounds__(OPT_THREADS)
     const float pre_step = __ldcg(&a.clip->pre_step), pre_bc2 = __ldcg(&a.clip->pre_bc2_sqrt);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks; blk += gridDim.x)
         norm_block(a, blk, red);
-    __threadfence();
+    /* the grid barrier orders the partials (thread 0 writes them; it is the block's master,
+     * whose arrival is a release at GPU scope, and the wait an acquire); a __threadfence in
+     * every thread before it only delayed the arrival (B1 -0.35 us without it) */
     cooperative_groups::this_grid().sync();
     finish_norm(a, &ci, pre_step, pre_bc2);
     if (blockIdx.x == 0 && threadIdx.x == 0) { /* for the snapshots and the train_batch path */
