@@ -21,17 +21,23 @@ static __device__ __forceinline__ void load_chunk(float (&v)[FHD_LOSS_CHUNK], co
         v[q] = k0 + q < n ? p[k0 + q] : 0.0f;
 }
 
-/* p[0] + p[1] + ... + p[n - 1], added in index order from 0.0f. */
-static __device__ __forceinline__ float sum_in_order(const float *p, uint32_t n) {
-    float s = 0.0f;
+/* f(k, p[k]) for k = 0, 1, ..., n - 1 in order, the loads of each chunk issued first. */
+template <typename F>
+static __device__ __forceinline__ void for_each_in_order(const float *p, uint32_t n, F f) {
     for (uint32_t k0 = 0; k0 < n; k0 += FHD_LOSS_CHUNK) {
         float v[FHD_LOSS_CHUNK];
         load_chunk(v, p, k0, n);
 #pragma unroll
         for (int q = 0; q < FHD_LOSS_CHUNK; q++)
             if (k0 + q < n)
-                s += v[q];
+                f(k0 + q, v[q]);
     }
+}
+
+/* p[0] + p[1] + ... + p[n - 1], added in index order from 0.0f. */
+static __device__ __forceinline__ float sum_in_order(const float *p, uint32_t n) {
+    float s = 0.0f;
+    for_each_in_order(p, n, [&](uint32_t, float x) { s += x; });
     return s;
 }
 
@@ -66,26 +72,16 @@ static __device__ __forceinline__ float q_of(const float *o, const fhd__loss_arg
  * is greater). */
 static __device__ __forceinline__ uint32_t branch_argmax(const float *o, const fhd__loss_args &a,
                                                          uint32_t d, float mean) {
-    const float *x = branch_out(o, a, d);
     const float v0 = a.dueling ? o[0] : 0.0f;
-    const uint32_t K = a.K[d];
     uint32_t best = 0;
     float bq = 0.0f;
-    for (uint32_t k0 = 0; k0 < K; k0 += FHD_LOSS_CHUNK) {
-        float v[FHD_LOSS_CHUNK];
-        load_chunk(v, x, k0, K);
-#pragma unroll
-        for (int q = 0; q < FHD_LOSS_CHUNK; q++) {
-            const uint32_t k = k0 + q;
-            if (k < K) {
-                const float qk = q_from(a, v0, v[q], mean);
-                if (k == 0 || qk > bq) {
-                    best = k;
-                    bq = qk;
-                }
-            }
+    for_each_in_order(branch_out(o, a, d), a.K[d], [&](uint32_t k, float x) {
+        const float qk = q_from(a, v0, x, mean);
+        if (k == 0 || qk > bq) {
+            best = k;
+            bq = qk;
         }
-    }
+    });
     return best;
 }
 
@@ -440,14 +436,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
                 const float sg = sum_in_order(gd, K);
                 s_gs[r * D + d] = sg;
                 const float mean = sg / (float)K;
-                for (uint32_t k0 = 0; k0 < K; k0 += FHD_LOSS_CHUNK) {
-                    float v[FHD_LOSS_CHUNK];
-                    load_chunk(v, gd, k0, K);
-#pragma unroll
-                    for (int q = 0; q < FHD_LOSS_CHUNK; q++)
-                        if (k0 + q < K)
-                            gd[k0 + q] = v[q] - mean;
-                }
+                for_each_in_order(gd, K, [&](uint32_t k, float x) { gd[k] = x - mean; });
             }
         }
     }
