@@ -553,6 +553,13 @@ static const void *dx_kernel(uint32_t rows) {
     return rows == 8 ? (const void *)fhd_head_dx_kernel<8> : (const void *)fhd_head_dx_kernel<32>;
 }
 
+/* Let kernel k take bytes of dynamic shared memory: above the default 48 KiB it has to opt in. */
+static cudaError_t allow_dynamic_smem(const void *k, uint64_t bytes) {
+    if (bytes <= 48u * 1024u)
+        return cudaSuccess;
+    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
 cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     int optin = 0;
     cudaError_t e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
@@ -580,23 +587,17 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
             w * sizeof(float) * fhd__cuda_td_loss_grid(a->B) <= FHD_LOSS_FUSE_TRAFFIC)
             a->fuse_dx = 1;
     }
-    if (bytes > 48u * 1024u) {
-        e = cudaFuncSetAttribute(loss_kernel(rows), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)bytes);
-        if (e != cudaSuccess)
-            return e;
-    }
+    e = allow_dynamic_smem(loss_kernel(rows), bytes);
+    if (e != cudaSuccess)
+        return e;
     a->smem_bytes = (uint32_t)bytes;
     a->dx_smem_bytes = 0;
     a->dx_pdl = 0;
     if (a->fuse_dx) { /* its dout rows: a quarter of the staged tiles, which fit */
         const uint64_t dxb = (uint64_t)rows * a->HO * sizeof(float);
-        if (dxb > 48u * 1024u) {
-            e = cudaFuncSetAttribute(dx_kernel(rows), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)dxb);
-            if (e != cudaSuccess)
-                return e;
-        }
+        e = allow_dynamic_smem(dx_kernel(rows), dxb);
+        if (e != cudaSuccess)
+            return e;
         a->dx_smem_bytes = (uint32_t)dxb;
         a->dx_pdl = fhd_pdl_allowed(dx_kernel(rows));
     }
