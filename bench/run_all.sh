@@ -95,7 +95,8 @@ record() {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host: $(uname -srm); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); $cores cores"
   echo "load: $(cat /proc/loadavg)"
-  echo "fhd-host: $HOST; OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset}"
+  echo "fhd-host: $HOST; OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-unset};" \
+    "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset}"
   echo "python: $PYTHON; torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>&1)"
   if command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader

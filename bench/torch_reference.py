@@ -380,6 +380,7 @@ def bench_one(preset, mode, args, dev):
     res = {"preset": preset, "impl": "pytorch", "mode": mode, "backend": "torch-" + mode,
            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_model(),
            "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+           "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
            "batch_size": cfg["batch_size"], "tf32": bool(args.tf32)}
     if mode != "eager" and dev.type != "cuda":
         res["error"] = f"mode {mode} needs CUDA"

@@ -684,6 +684,9 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
     char cpu[256];
     host_cpu(cpu, sizeof cpu);
     const char *obt = getenv("OPENBLAS_NUM_THREADS");
+    /* hardware work queues per CUDA context: B3 on an H200 reads 140.8 us with 32, 144.4 with
+     * the default 8 (bench/RESULTS.md), so the record says which it ran with */
+    const char *cmc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     if (o->json) {
         json_t *j = json_object();
         json_object_set_new(j, "preset", json_string(label));
@@ -693,6 +696,8 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
         json_object_set_new(j, "host_cpu", json_string(cpu));
         json_object_set_new(j, "host_cores", json_integer(sysconf(_SC_NPROCESSORS_ONLN)));
         json_object_set_new(j, "openblas_num_threads", obt ? json_string(obt) : json_null());
+        json_object_set_new(j, "cuda_device_max_connections",
+                            cmc ? json_string(cmc) : json_null());
         json_object_set_new(j, "config", json_deep_copy(cfg));
         json_object_set_new(j, "batch_size", json_integer(g->B));
         json_object_set_new(j, "fill", json_integer((json_int_t)res->fill));

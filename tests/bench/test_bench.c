@@ -56,6 +56,8 @@ static double num(json_t *o, const char *key) {
 
 static void test_c0_run(void) {
     int st;
+    /* recorded as run (the CPU backend does not use it) */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 1);
     char *out = run("bench --preset C0 --backend cpu --updates 20 --repeats 3 --warmup 5 "
                     "--fill 200 --envs 8 --act-calls 30 --json",
                     &st);
@@ -92,6 +94,7 @@ static void test_c0_run(void) {
           num(j, "observe_per_second"));
     CHECK(isfinite(num(j, "loss_last")), "loss %g", num(j, "loss_last"));
     CHECK(json_is_null(json_object_get(j, "peak_fraction")), "no peak given");
+    CHECK(!strcmp(str(j, "cuda_device_max_connections"), "32"), "cuda_device_max_connections");
     CHECK(!strcmp(str(j, "timing"), "host clock around train(N) + one blocking read"), "timing");
     json_decref(j);
 }
