@@ -14,6 +14,11 @@
  *                               to reproduce their bits; beside the pick of cuda_gemm.cpp's rule,
  *                               with a line "TUNED {...}" for its table where one beats it
  *   GEMM_SWEEP_SITE=NAME gemm_sweep all ...   one call site ("fwd1 online", "dx1 half", ...)
+ *   gemm_sweep pair PRESET ...  the online and the target forward of each layer, which the update
+ *                               runs at once: each site's library pick and its 8 fastest
+ *                               configurations alone, every pair timed running together on two
+ *                               streams, with "TUNED" lines where a pair beats the picks' pair
+ *   GEMM_SWEEP_PAIR="NAME,NAME" gemm_sweep pair ...   one pair of sites
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -64,6 +69,9 @@ static float *rand_buf(size_t n, uint64_t seed) {
 }
 
 static bool g_all = false; /* "all": the exhaustive search instead of the heuristic's list */
+static bool g_pair = false; /* "pair": two sites timed running together */
+static void *g_ws2;         /* the second GEMM's workspace in "pair" mode */
+static cudaStream_t g_st2;
 
 /* Microseconds per GEMM of `per` launches captured as one graph, replayed reps times after one
  * warm-up replay: the median (reps > 3) or the minimum; -1 when the configuration fails to run. */
@@ -150,13 +158,12 @@ static void config_attrs(config *c, bool set) {
     }
 }
 
-/* Every configuration AlgoCheck accepts for this site (see the file's comment). */
-static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site &s, int tf32,
-                             cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
-                             cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const float *A,
-                             const float *B, float *C, float *ref, size_t nc,
-                             const cublasLtMatmulHeuristicResult_t *res, int nres, void *ws,
-                             size_t wsb, cudaStream_t st) {
+/* Every configuration AlgoCheck accepts for this site: all algorithm ids, tiles, stages,
+ * split-K counts with each reduction scheme, CTA swizzling, custom options. */
+static std::vector<config> enumerate_configs(cublasLtHandle_t lt, const site &s, int tf32,
+                                             cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                                             cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc,
+                                             size_t wsb) {
     const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     int ids[256], nids = 0;
     CKB(cublasLtMatmulAlgoGetIds(lt, ct, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
@@ -234,9 +241,12 @@ static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site
                             }
                         }
     }
-    /* the pick of cuda_gemm.cpp's rule: the heuristic's first of 8, or for m n k <= 2^28 its
-     * first without split-K */
-    int lib = 0;
+    return cands;
+}
+
+/* The pick of cuda_gemm.cpp's rule: the heuristic's first of 8, or for m n k <= 2^28 its first
+ * without split-K. */
+static int library_pick(const site &s, const cublasLtMatmulHeuristicResult_t *res, int nres) {
     if ((double)s.m * s.n * s.k <= (double)(1u << 28))
         for (int i = 0; i < nres && i < 8; i++) {
             int32_t sk = 1;
@@ -245,21 +255,46 @@ static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site
                 cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
                                                      &sk, sizeof sk, &wr) ==
                     CUBLAS_STATUS_SUCCESS &&
-                sk <= 1) {
-                lib = i;
-                break;
-            }
+                sk <= 1)
+                return i;
         }
+    return 0;
+}
+
+/* A heuristic result as a config (its attributes read back). */
+static config config_of(const cublasLtMatmulAlgo_t *algo) {
+    config c;
+    c.algo = *algo;
+    size_t wr;
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &c.id, sizeof c.id, &wr);
+    config_attrs(&c, false);
+    c.quick = c.us = -1.0f;
+    c.kernels = 0;
+    return c;
+}
+
+/* Every configuration AlgoCheck accepts for this site (see the file's comment). */
+static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site &s, int tf32,
+                             cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                             cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const float *A,
+                             const float *B, float *C, float *ref, size_t nc,
+                             const cublasLtMatmulHeuristicResult_t *res, int nres, void *ws,
+                             size_t wsb, cudaStream_t st) {
+    std::vector<config> cands = enumerate_configs(lt, s, tf32, desc, la, lb, lc, wsb);
+    int nids = 0;
+    {
+        int ids[256];
+        CKB(cublasLtMatmulAlgoGetIds(lt, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                     CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                     256, ids, &nids));
+    }
+    const int lib = library_pick(s, res, nres);
     const cublasLtMatmulAlgo_t *heur = &res[lib].algo;
     const float h0 = time_algo(lt, desc, A, la, B, lb, ref, lc, heur, ws, wsb, st, 4, 5, NULL);
     /* about 2 ms of GEMMs per screening replay: 10 launches of the small ones, 1-3 of B2's */
     const int per = h0 > 1000.0f ? 1 : h0 > 200.0f ? (int)(2000.0f / h0) : 10;
     const float h = time_algo(lt, desc, A, la, B, lb, ref, lc, heur, ws, wsb, st, per * 2, 15, NULL);
-    config lc0;
-    lc0.algo = *heur;
-    size_t wr;
-    cublasLtMatmulAlgoConfigGetAttribute(heur, CUBLASLT_ALGO_CONFIG_ID, &lc0.id, sizeof lc0.id, &wr);
-    config_attrs(&lc0, false);
+    const config lc0 = config_of(heur);
     char lname[160];
     config_name(lc0, lname, sizeof lname);
     printf("%s %s%s m=%u n=%u k=%u: the library's pick (heuristic #%d: %s) %.2f us; %zu "
@@ -316,51 +351,91 @@ static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site
     fflush(stdout);
 }
 
-static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf32, void *ws,
-                  size_t wsb, cudaStream_t st) {
+/* A call site's operands, output and descriptors (random data), with the heuristic's list. */
+struct site_ctx {
+    float *A, *B, *bias, *C, *ref;
+    void *aux;
+    size_t nc;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulHeuristicResult_t res[32];
+    int n;
+};
+
+static void ctx_open(cublasLtHandle_t lt, const site &s, int tf32, size_t wsb, site_ctx *x) {
     const bool ta = s.opa != CUBLAS_OP_N, tb = s.opb != CUBLAS_OP_N;
     const size_t na = (size_t)s.lda * (ta ? s.m : s.k), nb = (size_t)s.ldb * (tb ? s.k : s.n);
-    const size_t nc = (size_t)s.ldc * s.n;
-    float *A = rand_buf(na, 1), *B = rand_buf(nb, 2), *bias = rand_buf(s.m, 3), *C, *ref;
-    CK(cudaMalloc(&C, nc * 4));
-    CK(cudaMalloc(&ref, nc * 4));
-    cublasLtMatmulDesc_t desc;
-    CKB(cublasLtMatmulDescCreate(&desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+    x->nc = (size_t)s.ldc * s.n;
+    x->A = rand_buf(na, 1);
+    x->B = rand_buf(nb, 2);
+    x->bias = rand_buf(s.m, 3);
+    CK(cudaMalloc(&x->C, x->nc * 4));
+    CK(cudaMalloc(&x->ref, x->nc * 4));
+    CKB(cublasLtMatmulDescCreate(&x->desc,
+                                 tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                                  CUDA_R_32F));
     int32_t oa = s.opa, ob = s.opb;
-    CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa));
-    CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob));
-    void *aux = NULL;
+    CKB(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa));
+    CKB(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob));
+    x->aux = NULL;
     if (s.epi) {
         static const uint32_t epis[] = {0, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_RELU_BIAS,
                                         CUBLASLT_EPILOGUE_RELU_AUX_BIAS,
                                         CUBLASLT_EPILOGUE_DRELU_BGRAD};
         uint32_t e = epis[s.epi];
-        CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
-        const void *bp = bias;
-        CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+        CKB(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+        const void *bp = x->bias;
+        CKB(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp,
+                                           sizeof bp));
         if (s.epi >= 3) { /* the ReLU mask: one bit per output, ld a multiple of 128 */
             const int64_t ld = ((s.m + 127) / 128) * 128;
-            CK(cudaMalloc(&aux, (size_t)ld * s.n / 8));
-            CK(cudaMemset(aux, 0x5a, (size_t)ld * s.n / 8));
-            CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux,
-                                               sizeof aux));
-            CKB(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
+            CK(cudaMalloc(&x->aux, (size_t)ld * s.n / 8));
+            CK(cudaMemset(x->aux, 0x5a, (size_t)ld * s.n / 8));
+            CKB(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                               &x->aux, sizeof x->aux));
+            CKB(cublasLtMatmulDescSetAttribute(x->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld,
                                                sizeof ld));
         }
     }
-    cublasLtMatrixLayout_t la, lb, lc;
-    CKB(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta ? s.k : s.m, ta ? s.m : s.k, s.lda));
-    CKB(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb ? s.n : s.k, tb ? s.k : s.n, s.ldb));
-    CKB(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, s.m, s.n, s.ldc));
+    CKB(cublasLtMatrixLayoutCreate(&x->la, CUDA_R_32F, ta ? s.k : s.m, ta ? s.m : s.k, s.lda));
+    CKB(cublasLtMatrixLayoutCreate(&x->lb, CUDA_R_32F, tb ? s.n : s.k, tb ? s.k : s.n, s.ldb));
+    CKB(cublasLtMatrixLayoutCreate(&x->lc, CUDA_R_32F, s.m, s.n, s.ldc));
     cublasLtMatmulPreference_t pref;
     CKB(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t w = wsb;
     CKB(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &w,
                                              sizeof w));
-    cublasLtMatmulHeuristicResult_t res[32];
-    int n = 0;
-    CKB(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 32, res, &n));
+    x->n = 0;
+    CKB(cublasLtMatmulAlgoGetHeuristic(lt, x->desc, x->la, x->lb, x->lc, x->lc, pref, 32, x->res,
+                                       &x->n));
+    cublasLtMatmulPreferenceDestroy(pref);
+}
+
+static void ctx_close(site_ctx *x) {
+    cublasLtMatrixLayoutDestroy(x->la);
+    cublasLtMatrixLayoutDestroy(x->lb);
+    cublasLtMatrixLayoutDestroy(x->lc);
+    cublasLtMatmulDescDestroy(x->desc);
+    cudaFree(x->A);
+    cudaFree(x->B);
+    cudaFree(x->bias);
+    cudaFree(x->C);
+    cudaFree(x->ref);
+    if (x->aux)
+        cudaFree(x->aux);
+}
+
+static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf32, void *ws,
+                  size_t wsb, cudaStream_t st) {
+    site_ctx x;
+    ctx_open(lt, s, tf32, wsb, &x);
+    const cublasLtMatmulDesc_t desc = x.desc;
+    const cublasLtMatrixLayout_t la = x.la, lb = x.lb, lc = x.lc;
+    const float *A = x.A, *B = x.B;
+    float *C = x.C, *ref = x.ref;
+    const size_t nc = x.nc;
+    const cublasLtMatmulHeuristicResult_t *res = x.res;
+    int n = x.n;
     if (g_all) {
         if (n > 0)
             sweep_exhaustive(lt, preset, s, tf32, desc, la, lb, lc, A, B, C, ref, nc, res, n, ws,
@@ -403,18 +478,169 @@ static void sweep(cublasLtHandle_t lt, const char *preset, const site &s, int tf
         printf("  #%-2d tile %3d stages %3d splitK %2d  %8.2f us  %zu kernel(s)  %s\n", i, tile,
                stages, sk, us, kernels, same ? "bitwise = #0" : "differs from #0");
     }
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(la);
-    cublasLtMatrixLayoutDestroy(lb);
-    cublasLtMatrixLayoutDestroy(lc);
-    cublasLtMatmulDescDestroy(desc);
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(bias);
-    cudaFree(C);
-    cudaFree(ref);
-    if (aux)
-        cudaFree(aux);
+    ctx_close(&x);
+    fflush(stdout);
+}
+
+/* Microseconds per pair of GEMMs run at once: x's with configuration cx on st, y's with cy on
+ * st2 (a fork and a join each), `per` pairs captured as one graph, the median of `reps` replays
+ * after one; -1 when one fails to run. */
+static float time_pair(cublasLtHandle_t lt, const site_ctx &x, const config &cx, void *wsx,
+                       const site_ctx &y, const config &cy, void *wsy, size_t wsb,
+                       cudaStream_t st, cudaStream_t st2, int per, int reps) {
+    const float one = 1.0f, zero = 0.0f;
+    cudaEvent_t fork, join, e0, e1;
+    CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    bool ok = true;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int k = 0; k < per && ok; k++) {
+        CK(cudaEventRecord(fork, st));
+        CK(cudaStreamWaitEvent(st2, fork, 0));
+        ok = cublasLtMatmul(lt, x.desc, &one, x.A, x.la, x.B, x.lb, &zero, x.C, x.lc, x.C, x.lc,
+                            &cx.algo, wsx, wsb, st) == CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmul(lt, y.desc, &one, y.A, y.la, y.B, y.lb, &zero, y.C, y.lc, y.C, y.lc,
+                            &cy.algo, wsy, wsb, st2) == CUBLAS_STATUS_SUCCESS;
+        CK(cudaEventRecord(join, st2));
+        CK(cudaStreamWaitEvent(st, join, 0));
+    }
+    if (cudaStreamEndCapture(st, &graph) != cudaSuccess)
+        ok = false;
+    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    std::vector<float> t;
+    for (int r = 0; r <= reps && ok; r++) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r > 0)
+            t.push_back(ms * 1000.0f / (float)per);
+    }
+    (void)cudaGetLastError();
+    if (exec)
+        cudaGraphExecDestroy(exec);
+    if (graph)
+        cudaGraphDestroy(graph);
+    cudaEventDestroy(fork);
+    cudaEventDestroy(join);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (!ok || t.empty())
+        return -1.0f;
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+/* The library's pick first, then the fastest `keep` other configurations of the site, each
+ * screened alone. */
+static std::vector<config> pair_candidates(cublasLtHandle_t lt, const site &s, int tf32,
+                                           const site_ctx &x, void *ws, size_t wsb,
+                                           cudaStream_t st, size_t keep) {
+    std::vector<config> all = enumerate_configs(lt, s, tf32, x.desc, x.la, x.lb, x.lc, wsb);
+    config pick = config_of(&x.res[library_pick(s, x.res, x.n)].algo);
+    pick.quick = time_algo(lt, x.desc, x.A, x.la, x.B, x.lb, x.ref, x.lc, &pick.algo, ws, wsb, st,
+                           10, 5, NULL);
+    for (config &c : all)
+        c.quick = time_algo(lt, x.desc, x.A, x.la, x.B, x.lb, x.C, x.lc, &c.algo, ws, wsb, st, 10,
+                            3, NULL);
+    std::sort(all.begin(), all.end(), [](const config &a, const config &b) {
+        if ((a.quick < 0) != (b.quick < 0))
+            return b.quick < 0;
+        return a.quick < b.quick;
+    });
+    std::vector<config> out(1, pick);
+    for (const config &c : all) {
+        if (out.size() > keep || c.quick < 0)
+            break;
+        const bool same = c.id == pick.id && c.tile == pick.tile && c.stages == pick.stages &&
+                          c.sk == pick.sk && c.red == pick.red && c.swz == pick.swz &&
+                          c.custom == pick.custom;
+        if (!same)
+            out.push_back(c);
+    }
+    return out;
+}
+
+/* Does configuration c give the same bits twice into a cleared output? */
+static bool reproducible(cublasLtHandle_t lt, const site_ctx &x, const config &c, void *ws,
+                         size_t wsb, cudaStream_t st) {
+    std::vector<float> h1(x.nc), h2(x.nc);
+    for (int k = 0; k < 2; k++) {
+        CK(cudaMemset(x.C, 0, x.nc * 4));
+        time_algo(lt, x.desc, x.A, x.la, x.B, x.lb, x.C, x.lc, &c.algo, ws, wsb, st, 1, 1, NULL);
+        CK(cudaMemcpy(k ? h2.data() : h1.data(), x.C, x.nc * 4, cudaMemcpyDeviceToHost));
+    }
+    return memcmp(h1.data(), h2.data(), x.nc * 4) == 0;
+}
+
+/* Two call sites that the update runs at once (the online and the target forward of a layer):
+ * the pairs of their candidates, each pair timed running together, against the pair of the
+ * library's picks. A configuration faster alone can lose beside another GEMM (bench/RESULTS.md,
+ * tenth round); what the update waits for is the later of the two. */
+static void sweep_pair(cublasLtHandle_t lt, const char *preset, const site &sx, const site &sy,
+                       int tf32, void *ws, void *ws2, size_t wsb, cudaStream_t st,
+                       cudaStream_t st2) {
+    site_ctx x, y;
+    ctx_open(lt, sx, tf32, wsb, &x);
+    ctx_open(lt, sy, tf32, wsb, &y);
+    if (x.n > 0 && y.n > 0) {
+        const size_t keep = 8;
+        std::vector<config> cx = pair_candidates(lt, sx, tf32, x, ws, wsb, st, keep);
+        std::vector<config> cy = pair_candidates(lt, sy, tf32, y, ws, wsb, st, keep);
+        struct res_t {
+            size_t i, j;
+            float us;
+        };
+        std::vector<res_t> r;
+        for (size_t i = 0; i < cx.size(); i++)
+            for (size_t j = 0; j < cy.size(); j++)
+                r.push_back({i, j, time_pair(lt, x, cx[i], ws, y, cy[j], ws2, wsb, st, st2, 10, 7)});
+        const float base = r[0].us; /* both picks */
+        std::sort(r.begin(), r.end(), [](const res_t &a, const res_t &b) {
+            if ((a.us < 0) != (b.us < 0))
+                return b.us < 0;
+            return a.us < b.us;
+        });
+        printf("%s pair [%s] + [%s]: the library's picks together %.2f us (alone %.2f, %.2f); "
+               "%zu x %zu pairs\n",
+               preset, sx.name, sy.name, base, cx[0].quick, cy[0].quick, cx.size(), cy.size());
+        for (size_t k = 0; k < r.size() && k < 8; k++) {
+            char nx[160], ny[160];
+            config_name(cx[r[k].i], nx, sizeof nx);
+            config_name(cy[r[k].j], ny, sizeof ny);
+            printf("  %7.2f us  [%s%s] (alone %.2f) + [%s%s] (alone %.2f)\n", r[k].us, nx,
+                   r[k].i ? "" : ", pick", cx[r[k].i].quick, ny, r[k].j ? "" : ", pick",
+                   cy[r[k].j].quick);
+        }
+        if (r[0].us > 0 && base > 0 && r[0].us < 0.97f * base && base - r[0].us > 0.2f) {
+            static const char *epis[] = {"FHD_EPI_NONE", "FHD_EPI_BIAS", "FHD_EPI_BIAS_RELU"};
+            const site *ss[2] = {&sx, &sy};
+            const config *cs[2] = {&cx[r[0].i], &cy[r[0].j]};
+            const size_t idx[2] = {r[0].i, r[0].j};
+            const site_ctx *xs[2] = {&x, &y};
+            for (int q = 0; q < 2; q++) {
+                if (idx[q] == 0) /* the pick already */
+                    continue;
+                const site &s = *ss[q];
+                const config &c = *cs[q];
+                printf("TUNED    {%u, %u, %u, %u, %u, %u, %u, %u, %u, %s, %d, %d, %u, %u, %d, %u, "
+                       "%u, %u}, /* %s %s beside %s: the pair %.2f -> %.2f us%s */\n",
+                       s.opa == CUBLAS_OP_N ? 0u : 1u, s.opb == CUBLAS_OP_N ? 0u : 1u, s.m, s.n,
+                       s.k, s.lda, s.ldb, s.ldc, 1u, epis[s.epi < 3 ? s.epi : 0], tf32, c.id,
+                       c.tile, c.stages, c.sk, c.red, c.swz, c.custom, preset, s.name,
+                       ss[1 - q]->name, base, r[0].us,
+                       reproducible(lt, *xs[q], c, ws, wsb, st) ? "" : "; NOT reproducible");
+            }
+        }
+    }
+    ctx_close(&x);
+    ctx_close(&y);
     fflush(stdout);
 }
 
@@ -502,6 +728,34 @@ static void preset(cublasLtHandle_t lt, const char *name, uint32_t S, uint32_t H
         {"dx head", CUBLAS_OP_N, CUBLAS_OP_N, H, B, HO, H, HOs, H, 4},
         {"dx1", CUBLAS_OP_N, CUBLAS_OP_N, H, B, H, H, H, H, 4},
     };
+    if (g_pair) { /* GEMM_SWEEP_PAIR="fwd1 online,fwd1 target" (default: both forward layers) */
+        const char *want = getenv("GEMM_SWEEP_PAIR");
+        static const char *const def[][2] = {{"fwd0 online", "fwd0 target"},
+                                             {"fwd1 online", "fwd1 target"}};
+        for (int p = 0; p < 2; p++) {
+            char nx[64], ny[64];
+            if (want) {
+                if (p > 0 || sscanf(want, "%63[^,],%63[^\n]", nx, ny) != 2)
+                    break;
+            } else {
+                snprintf(nx, sizeof nx, "%s", def[p][0]);
+                snprintf(ny, sizeof ny, "%s", def[p][1]);
+            }
+            const site *sx = NULL, *sy = NULL;
+            for (const site &s : sites) {
+                if (s.epi < 3 && !strcmp(s.name, nx) && !sx)
+                    sx = &s;
+                if (s.epi < 3 && !strcmp(s.name, ny) && !sy)
+                    sy = &s;
+            }
+            if (!sx || !sy) {
+                printf("FAIL: no site named \"%s\" or \"%s\"\n", nx, ny);
+                exit(1);
+            }
+            sweep_pair(lt, name, *sx, *sy, tf32, ws, g_ws2, wsb, st, g_st2);
+        }
+        return;
+    }
     /* GEMM_SWEEP_EPI=1: only the sites that have a mask alternative (a site of the same name
      * with epilogue 3 or 4), both ways */
     const bool only = getenv(g_all ? "GEMM_SWEEP_SITE" : "GEMM_SWEEP_EPI") != NULL;
@@ -530,6 +784,12 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreate(&st));
     if (argc > 1 && !strcmp(argv[1], "all")) {
         g_all = true;
+        argv++;
+        argc--;
+    } else if (argc > 1 && !strcmp(argv[1], "pair")) {
+        g_pair = true;
+        CK(cudaMalloc(&g_ws2, wsb));
+        CK(cudaStreamCreateWithFlags(&g_st2, cudaStreamNonBlocking));
         argv++;
         argc--;
     }
