@@ -51,10 +51,12 @@ void fhd__gemm_destroy(fhd__gemm *g) {
 /* Configurations measured faster than the heuristic's pick, for call sites of the DESIGN.md
  * presets on sm_90 with 132 SMs (H100 SXM, H200). `gemm_sweep all PRESET` times every
  * configuration cuBLASLt accepts for each site, alone, as captured-graph replays
- * (bench/results/2026-11-30-h200-gemm-all.log). A site is here where the fastest beat the pick
- * of try_plan's rule by 3% and 0.2 us alone AND made the whole update faster: of the sweep's
- * candidates, B1's three (all split-K, beside its path) slowed B1 and B1-sn by 1.2-2.7 us each,
- * and B3's layer-0 forwards slowed B3 by 1.5 us; they are not here (bench/RESULTS.md's log).
+ * (bench/results/2026-11-30-h200-gemm-all.log); `gemm_sweep pair PRESET` times the online and
+ * the target forward of a layer together, as the update runs them. A site is here where its
+ * configuration beat the pick of try_plan's rule by 3% and 0.2 us (alone, or as a pair) AND
+ * made the whole update faster: of the sweep's single-site candidates, B1's three (all
+ * split-K, beside its path) slowed B1 and B1-sn by 1.2-2.7 us each; they are not here
+ * (bench/RESULTS.md's log).
  * B3's dW1 entry leaves 1-10% of its updates slow (168 against 148 us); the table's mean is
  * still the lowest of the combinations measured (bench/CUDA_NOTES.md). Split-K entries reduce
  * in a second kernel (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE) and reproduce their bits, as
@@ -71,6 +73,11 @@ struct tuned_gemm {
 };
 
 static const tuned_gemm k_tuned_sm90_132[] = {
+    /* B3: the target's layer-0 forward (64 x 64 tiles, CTA swizzling), beside the online one:
+     * `gemm_sweep pair B3` found the pair 10.99 -> 9.67 us with both sides' 64 x 64 tiles;
+     * in the update the target's alone did best (B3 144.4-144.9 -> 141.5-141.6 us; 140.2 ->
+     * 139.8 with CUDA_DEVICE_MAX_CONNECTIONS=32), both sides' 143.0 (142.4 with 32 queues) */
+    {1, 0, 512, 1024, 64, 64, 64, 512, 1, FHD_EPI_BIAS_RELU, 0, 55, 15, 31, 1, 0, 1, 0},
     /* B3: dW of the head and of layer 1 (split-K), dx of layer 1; alone 7.16 -> 6.50,
      * 19.29 -> 18.46, 21.02 -> 17.56 us */
     {0, 1, 512, 21, 1024, 512, 24, 512, 1, FHD_EPI_NONE, 0, 20, 15, 28, 16, 4, 0, 0},
