@@ -18,7 +18,7 @@
  *                               runs at once: each site's library pick and its 8 fastest
  *                               configurations alone, every pair timed running together on two
  *                               streams, with "TUNED" lines where a pair beats the picks' pair
- *   GEMM_SWEEP_PAIR="NAME,NAME" gemm_sweep pair ...   one pair of sites
+ *   GEMM_SWEEP_PAIR="NAME,NAME" gemm_sweep pair ...   one pair of sites, every pair printed
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -610,7 +610,9 @@ static void sweep_pair(cublasLtHandle_t lt, const char *preset, const site &sx, 
         printf("%s pair [%s] + [%s]: the library's picks together %.2f us (alone %.2f, %.2f); "
                "%zu x %zu pairs\n",
                preset, sx.name, sy.name, base, cx[0].quick, cy[0].quick, cx.size(), cy.size());
-        for (size_t k = 0; k < r.size() && k < 8; k++) {
+        /* the 8 best pairs; with GEMM_SWEEP_PAIR (one pair asked for) every pair */
+        const size_t show = getenv("GEMM_SWEEP_PAIR") ? r.size() : 8;
+        for (size_t k = 0; k < r.size() && k < show; k++) {
             char nx[160], ny[160];
             config_name(cx[r[k].i], nx, sizeof nx);
             config_name(cy[r[k].j], ny, sizeof ny);
