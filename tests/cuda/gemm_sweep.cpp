@@ -73,6 +73,29 @@ static bool g_pair = false; /* "pair": two sites timed running together */
 static void *g_ws2;         /* the second GEMM's workspace in "pair" mode */
 static cudaStream_t g_st2;
 
+/* Microseconds per item of a graph of `per` items, replayed reps times after one warm-up
+ * replay: the median (reps > 3) or the minimum. */
+static float replay_us(cudaGraphExec_t exec, cudaStream_t st, int per, int reps) {
+    std::vector<float> t;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int r = 0; r <= reps; r++) {
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(exec, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r > 0)
+            t.push_back(ms * 1000.0f / (float)per);
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    std::sort(t.begin(), t.end());
+    return reps > 3 ? t[t.size() / 2] : t[0];
+}
+
 /* Microseconds per GEMM of `per` launches captured as one graph, replayed reps times after one
  * warm-up replay: the median (reps > 3) or the minimum; -1 when the configuration fails to run. */
 static float time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const float *A,
@@ -98,30 +121,12 @@ static float time_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc, const flo
         CK(cudaGraphGetNodes(graph, NULL, &nodes));
     if (kernels)
         *kernels = nodes / (size_t)per;
-    std::vector<float> t;
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int r = 0; r <= reps && ok; r++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(exec, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (r > 0)
-            t.push_back(ms * 1000.0f / (float)per);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    const float us = ok ? replay_us(exec, st, per, reps) : -1.0f;
     if (exec)
         cudaGraphExecDestroy(exec);
     if (graph)
         cudaGraphDestroy(graph);
-    if (!ok)
-        return -1.0f;
-    std::sort(t.begin(), t.end());
-    return reps > 3 ? t[t.size() / 2] : t[0];
+    return us;
 }
 
 struct config {
@@ -489,11 +494,9 @@ static float time_pair(cublasLtHandle_t lt, const site_ctx &x, const config &cx,
                        const site_ctx &y, const config &cy, void *wsy, size_t wsb,
                        cudaStream_t st, cudaStream_t st2, int per, int reps) {
     const float one = 1.0f, zero = 0.0f;
-    cudaEvent_t fork, join, e0, e1;
+    cudaEvent_t fork, join;
     CK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     CK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     bool ok = true;
@@ -511,30 +514,15 @@ static float time_pair(cublasLtHandle_t lt, const site_ctx &x, const config &cx,
     if (cudaStreamEndCapture(st, &graph) != cudaSuccess)
         ok = false;
     ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
-    std::vector<float> t;
-    for (int r = 0; r <= reps && ok; r++) {
-        CK(cudaEventRecord(e0, st));
-        CK(cudaGraphLaunch(exec, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (r > 0)
-            t.push_back(ms * 1000.0f / (float)per);
-    }
     (void)cudaGetLastError();
+    const float us = ok ? replay_us(exec, st, per, reps) : -1.0f;
     if (exec)
         cudaGraphExecDestroy(exec);
     if (graph)
         cudaGraphDestroy(graph);
     cudaEventDestroy(fork);
     cudaEventDestroy(join);
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (!ok || t.empty())
-        return -1.0f;
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return us;
 }
 
 /* The library's pick first, then the fastest `keep` other configurations of the site, each
