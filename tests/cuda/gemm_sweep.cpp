@@ -806,6 +806,10 @@ int main(int argc, char **argv) {
     if (want("B2-tf32"))
         preset(lt, "B2", 256, 1024, 33, 8192, 1, ws, wsb, st);
     cudaFree(ws);
+    if (g_pair) {
+        cudaFree(g_ws2);
+        cudaStreamDestroy(g_st2);
+    }
     cublasLtDestroy(lt);
     return 0;
 }
