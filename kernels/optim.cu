@@ -22,6 +22,7 @@ static __device__ __forceinline__ int find_segment(const fhd__opt_args &a, uint3
 
 /* Block blk of the norm pass: its chunk's partial sums (bias segments: the gradient itself
  * first, from the column partials) into partial[blk]. Called by whole blocks. */
+template <int MAXX> /* the most parts a segment's extra may have (registers: MAXX x OPT_PER) */
 static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *red) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     const int si = find_segment(a, blk);
@@ -67,17 +68,26 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
             const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
             g[k] = e < end ? a.grad[e] : 0.0f;
         }
-        if (S.extra) { /* the second half of a split dW GEMM: the gradient is their sum */
-            float x[OPT_PER];
+        if (S.extra) { /* further parts of the gradient (a split dW GEMM's second half, or
+                        * layer 0's dW partials): every part's loads first, then the sum in part
+                        * order */
+            float x[MAXX][OPT_PER];
+#pragma unroll
+            for (int q = 0; q < MAXX; q++)
+#pragma unroll
+                for (int k = 0; k < OPT_PER; k++) {
+                    const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
+                    x[q][k] = (uint32_t)q < S.nextra && e < end
+                                  ? S.extra[(size_t)q * S.len + (e - S.off)]
+                                  : 0.0f;
+                }
 #pragma unroll
             for (int k = 0; k < OPT_PER; k++) {
                 const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
-                x[k] = e < end ? S.extra[e - S.off] : 0.0f;
-            }
 #pragma unroll
-            for (int k = 0; k < OPT_PER; k++) {
-                const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
-                g[k] += x[k];
+                for (int q = 0; q < MAXX; q++)
+                    if ((uint32_t)q < S.nextra)
+                        g[k] += x[q][k];
                 if (e < end)
                     a.grad[e] = g[k];
             }
@@ -179,10 +189,11 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
     __syncthreads();
 }
 
+template <int MAXX>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_clip_grad_norm_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
-    norm_block(a, blockIdx.x, red);
+    norm_block<MAXX>(a, blockIdx.x, red);
     if (!fhd_last_block_done(a.done_norm, gridDim.x))
         return;
     __shared__ float sc[2];
@@ -294,6 +305,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
  * blockIdx.x + gridDim.x, ... of each pass: the norm pass, a grid barrier, the norm and clip
  * coefficient computed by every block (the same sums in the same order: the same values), the
  * Adam pass. One graph node instead of two on the update's critical path. */
+template <int MAXX>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_opt_fused_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
@@ -304,7 +316,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
      * delayed block 0's arrival at the barrier by ~1,700 cycles, 0.9 us) */
     const float pre_step = __ldcg(&a.clip->pre_step), pre_bc2 = __ldcg(&a.clip->pre_bc2_sqrt);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks; blk += gridDim.x)
-        norm_block(a, blk, red);
+        norm_block<MAXX>(a, blk, red);
     /* the grid barrier orders the partials (thread 0 writes them; it is the block's master,
      * whose arrival is a release at GPU scope, and the wait an acquire); a __threadfence in
      * every thread before it only delayed the arrival (B1 -0.35 us without it) */
@@ -349,8 +361,26 @@ void fhd__cuda_opt_plan(fhd__opt_args *a) {
     a->sn_blocks = (uint32_t)fhd_cdiv(a->sn_size, FHD_OPT_CHUNK);
 }
 
+/* The kernels' instance: one further part of a segment's gradient at most (a split dW GEMM's
+ * second half), or up to FHD_OPT_MAX_EXTRA (layer 0's dW partials), whose loads take registers
+ * every preset would otherwise pay for (B3 +2.3 us). */
+static bool many_parts(const fhd__opt_args *a) {
+    for (uint32_t s = 0; s < a->nseg; s++)
+        if (a->seg[s].extra && a->seg[s].nextra > 1)
+            return true;
+    return false;
+}
+
+static const void *fused_kernel(const fhd__opt_args *a) {
+    return many_parts(a) ? (const void *)fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>
+                         : (const void *)fhd_opt_fused_kernel<1>;
+}
+
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream) {
-    fhd_clip_grad_norm_kernel<<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+    if (many_parts(a))
+        fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+    else
+        fhd_clip_grad_norm_kernel<1><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 
@@ -363,8 +393,8 @@ unsigned int fhd__cuda_opt_fused_grid(const fhd__opt_args *a, int device) {
     int per_sm = 0, sms = 0, coop = 0;
     if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device) != cudaSuccess || !coop ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fhd_opt_fused_kernel, OPT_THREADS,
-                                                      0) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel(a), OPT_THREADS, 0) !=
+            cudaSuccess ||
         per_sm < 1) {
         (void)cudaGetLastError();
         return 0;
@@ -386,21 +416,24 @@ cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaS
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel, *a);
+    if (many_parts(a))
+        return cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>, *a);
+    return cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel<1>, *a);
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph
  * capture). */
 cudaError_t fhd__cuda_optim_preload(void) {
     cudaFuncAttributes fa;
-    cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)fhd_clip_grad_norm_kernel);
-    if (e != cudaSuccess)
-        return e;
-    e = cudaFuncGetAttributes(&fa, (const void *)fhd_adam_step_kernel);
-    if (e != cudaSuccess)
-        return e;
-    e = cudaFuncGetAttributes(&fa, (const void *)fhd_opt_fused_kernel);
-    if (e != cudaSuccess)
-        return e;
+    const void *k[] = {(const void *)fhd_clip_grad_norm_kernel<1>,
+                       (const void *)fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA>,
+                       (const void *)fhd_adam_step_kernel,
+                       (const void *)fhd_opt_fused_kernel<1>,
+                       (const void *)fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>};
+    for (const void *f : k) {
+        const cudaError_t e = cudaFuncGetAttributes(&fa, f);
+        if (e != cudaSuccess)
+            return e;
+    }
     return cudaSuccess;
 }

@@ -37,10 +37,14 @@ typedef struct fhd__opt_segment {
     uint32_t chunk;        /* elements per block: FHD_OPT_CHUNK, or FHD_OPT_BIAS_COLS (bias) */
     const float *partial;  /* bias segment: (nparts, len) column partials; NULL otherwise */
     uint32_t nparts;
-    const float *extra;    /* weight segment: (len) a second part of its gradient (the dW GEMM
-                            * split in two halves of the batch), added into the gradient by the
-                            * norm kernel; NULL otherwise */
+    const float *extra;    /* weight segment: (nextra, len) further parts of its gradient (the
+                            * dW GEMM split in two halves of the batch, or layer 0's dW partials
+                            * of the ReLU-backward chunks), added into the gradient in part order
+                            * by the norm kernel; NULL otherwise */
+    uint32_t nextra;       /* 1 .. FHD_OPT_MAX_EXTRA with extra */
 } fhd__opt_segment;
+
+#define FHD_OPT_MAX_EXTRA 3
 
 #define FHD_OPT_CHUNK 2048    /* elements per block of a weight segment */
 #define FHD_OPT_BIAS_COLS 32  /* columns per block of a bias segment */
