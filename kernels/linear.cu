@@ -28,23 +28,59 @@ cudaError_t fhd__cuda_bias_act(float *y, const float *b, uint32_t rows, uint32_t
 }
 
 /* grid (tiles, chunks): block (t, c) owns columns [32 t, 32 t + 32) of rows [64 c, 64 c + 64);
- * lane = column, warp g = rows 64 c + g + 8 i (i = 0..7). Each warp reads 128 contiguous bytes
- * per row and every thread has its 8 rows' loads in flight at once. */
-template <bool TWO> /* TWO: dx2, the dx GEMM's second half of K, is added (one instance each:
-                     * the second input's registers are not paid where it is not used) */
-__global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
-    fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *dx2, const float *h,
-                                   float *partial, uint32_t B, uint32_t H) {
+ * lane = column, warp g = rows 64 c + g + 8 k (k = 0..7). Each warp reads 128 contiguous bytes
+ * per row and every thread has its 8 rows' loads in flight at once.
+ * DW (layer 0, fhd__cuda_relu_backward_dw; grid (tiles, chunks, input slices)): the block's dz
+ * tile is not stored but multiplied by the chunk's rows of the layer's input x, for the inputs
+ * [16 z, 16 z + 16) of slice z (staged in shared memory before the programmatic wait: the batch
+ * was gathered long before). Each thread multiplies its own 8 dz values (its column, its rows)
+ * by those rows of x, then the warps' sums are added in warp order: the dW partial of output
+ * (column) j and input i over the chunk is sum over g of (sum over k of dz[g + 8k][j] x[..][i]).
+ * Every slice recomputes the tile's dz (three loads a row); slice 0 writes the bias partials. */
+#define DW_SLICE 16 /* inputs per block */
+template <bool TWO, bool DW> /* TWO: dx2, the dx GEMM's second half of K, is added (one
+                              * instance each: the second input's registers are not paid where
+                              * it is not used) */
+static __device__ __forceinline__ void relu_backward_block(float *dz, const float *dx,
+                                                           const float *dx2, const float *h,
+                                                           float *partial, uint32_t B, uint32_t H,
+                                                           const float *x, uint32_t in, float *dw,
+                                                           float *dwpart) {
+    constexpr int NR = BG_ROWS / BG_GROUPS; /* rows per thread */
     __shared__ float red[BG_GROUPS][BG_COLS];
-    fhd_pdl_wait(); /* a programmatic dependent of the dx GEMM: its output is read below */
+    __shared__ __align__(16) float xs[DW ? BG_ROWS : 1][DW ? DW_SLICE : 4];
+    __shared__ float wsum[DW ? BG_GROUPS : 1][DW ? DW_SLICE : 1][BG_COLS];
     const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
     const uint32_t col = blockIdx.x * BG_COLS + lane;
     const uint32_t r0 = blockIdx.y * BG_ROWS + grp;
-    float s = 0.0f;
-    if (col < H) {
-        float g[BG_ROWS / BG_GROUPS], g2[BG_ROWS / BG_GROUPS], m[BG_ROWS / BG_GROUPS];
+    const uint32_t i0 = blockIdx.z * DW_SLICE; /* the slice's first input */
+    if (DW) { /* the chunk's rows of x in the slice (zero past the batch and past in), before
+               * the wait: BG_ROWS x DW_SLICE values, four a thread, all in flight */
+        constexpr int PER = BG_ROWS * DW_SLICE / (BG_COLS * BG_GROUPS);
+        float xv[PER];
 #pragma unroll
-        for (int i = 0; i < BG_ROWS / BG_GROUPS; i++) {
+        for (int k = 0; k < PER; k++) {
+            const uint32_t e = threadIdx.x + k * (BG_COLS * BG_GROUPS);
+            const uint32_t r = e / DW_SLICE, i = i0 + e % DW_SLICE;
+            const uint32_t row = blockIdx.y * BG_ROWS + r;
+            xv[k] = row < B && i < in ? __ldg(x + (size_t)row * in + i) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            const uint32_t e = threadIdx.x + k * (BG_COLS * BG_GROUPS);
+            xs[e / DW_SLICE][e % DW_SLICE] = xv[k];
+        }
+    }
+    fhd_pdl_wait(); /* a programmatic dependent of the dx GEMM: its output is read below */
+    float s = 0.0f;
+    float v[NR];
+#pragma unroll
+    for (int i = 0; i < NR; i++)
+        v[i] = 0.0f;
+    if (col < H) {
+        float g[NR], g2[NR], m[NR];
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
             const uint32_t r = r0 + i * BG_GROUPS;
             g[i] = r < B ? dx[(size_t)r * H + col] : 0.0f;
             g2[i] = TWO && r < B ? dx2[(size_t)r * H + col] : 0.0f;
@@ -52,25 +88,82 @@ __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
         }
         if (TWO) /* the dx GEMM's second K half */
 #pragma unroll
-            for (int i = 0; i < BG_ROWS / BG_GROUPS; i++)
+            for (int i = 0; i < NR; i++)
                 g[i] += g2[i];
 #pragma unroll
-        for (int i = 0; i < BG_ROWS / BG_GROUPS; i++) {
+        for (int i = 0; i < NR; i++) {
             const uint32_t r = r0 + i * BG_GROUPS;
-            const float v = m[i] > 0.0f ? g[i] : 0.0f;
-            if (r < B)
-                dz[(size_t)r * H + col] = v;
-            s += v;
+            v[i] = m[i] > 0.0f ? g[i] : 0.0f;
+            if (!DW && r < B)
+                dz[(size_t)r * H + col] = v[i];
+            s += v[i];
         }
     }
-    red[grp][lane] = s;
-    __syncthreads();
-    if (grp == 0 && col < H) {
-        float t = 0.0f;
-        for (int k = 0; k < BG_GROUPS; k++)
-            t += red[k][lane];
-        partial[(size_t)blockIdx.y * H + col] = t;
+    if (!DW || blockIdx.z == 0) {
+        red[grp][lane] = s;
+        __syncthreads();
+        if (grp == 0 && col < H) {
+            float t = 0.0f;
+            for (int k = 0; k < BG_GROUPS; k++)
+                t += red[k][lane];
+            partial[(size_t)blockIdx.y * H + col] = t;
+        }
     }
+    if (!DW)
+        return;
+    __syncthreads(); /* xs */
+    /* this thread's rows: sum over k of v[k] x[grp + 8k][i], the slice's inputs i */
+    float acc[DW_SLICE];
+#pragma unroll
+    for (int i = 0; i < DW_SLICE; i++)
+        acc[i] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < NR; k++) {
+        const float4 *xr = reinterpret_cast<const float4 *>(&xs[grp + k * BG_GROUPS][0]);
+#pragma unroll
+        for (int q = 0; q < DW_SLICE / 4; q++) {
+            const float4 xq = xr[q];
+            acc[4 * q] = fmaf(v[k], xq.x, acc[4 * q]);
+            acc[4 * q + 1] = fmaf(v[k], xq.y, acc[4 * q + 1]);
+            acc[4 * q + 2] = fmaf(v[k], xq.z, acc[4 * q + 2]);
+            acc[4 * q + 3] = fmaf(v[k], xq.w, acc[4 * q + 3]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < DW_SLICE; i++)
+        wsum[grp][i][lane] = acc[i];
+    __syncthreads();
+    /* thread (lane j, warp w): outputs (j, i0 + w) and (j, i0 + w + 8), the warps in order */
+    if (col >= H)
+        return;
+    float *out = (blockIdx.y == 0 ? dw : dwpart + (size_t)(blockIdx.y - 1) * H * in) +
+                 (size_t)col * in;
+#pragma unroll
+    for (int h2 = 0; h2 < DW_SLICE / BG_GROUPS; h2++) {
+        const uint32_t i = grp + h2 * BG_GROUPS;
+        if (i0 + i >= in)
+            break;
+        float t = 0.0f;
+#pragma unroll
+        for (int w = 0; w < BG_GROUPS; w++)
+            t += wsum[w][i][lane];
+        out[i0 + i] = t;
+    }
+}
+
+template <bool TWO>
+__global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
+    fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *dx2, const float *h,
+                                   float *partial, uint32_t B, uint32_t H) {
+    relu_backward_block<TWO, false>(dz, dx, dx2, h, partial, B, H, NULL, 0, NULL, NULL);
+}
+
+template <bool TWO>
+__global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
+    fhd_relu_backward_dw_kernel(const float *dx, const float *dx2, const float *h, float *partial,
+                                uint32_t B, uint32_t H, const float *x, uint32_t in, float *dw,
+                                float *dwpart) {
+    relu_backward_block<TWO, true>(NULL, dx, dx2, h, partial, B, H, x, in, dw, dwpart);
 }
 
 uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
@@ -78,20 +171,48 @@ uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
     return c < 2 ? 2 : c; /* never a one-block grid: an extra chunk is empty (r0 >= B) */
 }
 
+static cudaLaunchConfig_t relu_backward_config(const void *k, uint32_t B, uint32_t H,
+                                               uint32_t slices, cudaStream_t stream,
+                                               cudaLaunchAttribute *attr) {
+    return fhd_pdl_config(
+        dim3((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B), slices),
+        dim3(BG_COLS * BG_GROUPS), 0, stream, fhd_pdl_allowed(k), attr);
+}
+
 cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *dx2,
                                           const float *h, float *partial, uint32_t B, uint32_t H,
                                           cudaStream_t stream) {
     cudaLaunchAttribute attr;
-    const void *k = dx2 ? (const void *)fhd_relu_backward_bgrad_kernel<true>
-                        : (const void *)fhd_relu_backward_bgrad_kernel<false>;
-    const cudaLaunchConfig_t cfg = fhd_pdl_config(
-        dim3((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B)),
-        dim3(BG_COLS * BG_GROUPS), 0, stream, fhd_pdl_allowed(k), &attr);
-    if (dx2)
+    if (dx2) {
+        const cudaLaunchConfig_t cfg = relu_backward_config(
+            (const void *)fhd_relu_backward_bgrad_kernel<true>, B, H, 1, stream, &attr);
         return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel<true>, dz, dx, dx2, h,
                                   partial, B, H);
-    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel<false>, dz, dx, dx2, h, partial,
-                              B, H);
+    }
+    const cudaLaunchConfig_t cfg = relu_backward_config(
+        (const void *)fhd_relu_backward_bgrad_kernel<false>, B, H, 1, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel<false>, dz, dx, dx2, h,
+                              partial, B, H);
+}
+
+cudaError_t fhd__cuda_relu_backward_dw(const float *dx, const float *dx2, const float *h,
+                                       float *partial, uint32_t B, uint32_t H, const float *x,
+                                       uint32_t in, float *dw, float *dwpart,
+                                       cudaStream_t stream) {
+    if (in == 0 || in > FHD_DW0_MAX_IN || fhd__cuda_relu_bgrad_chunks(B) > FHD_DW0_MAX_PARTS)
+        return cudaErrorInvalidValue;
+    const uint32_t slices = (uint32_t)fhd_cdiv(in, DW_SLICE);
+    cudaLaunchAttribute attr;
+    if (dx2) {
+        const cudaLaunchConfig_t cfg = relu_backward_config(
+            (const void *)fhd_relu_backward_dw_kernel<true>, B, H, slices, stream, &attr);
+        return cudaLaunchKernelEx(&cfg, fhd_relu_backward_dw_kernel<true>, dx, dx2, h, partial,
+                                  B, H, x, in, dw, dwpart);
+    }
+    const cudaLaunchConfig_t cfg = relu_backward_config(
+        (const void *)fhd_relu_backward_dw_kernel<false>, B, H, slices, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_dw_kernel<false>, dx, dx2, h, partial, B,
+                              H, x, in, dw, dwpart);
 }
 
 /* ---- narrow layer forward ---------------------------------------------------------------- */
@@ -245,7 +366,9 @@ cudaError_t fhd__cuda_linear_preload(void) {
     if (e != cudaSuccess)
         return e;
     const void *relu[] = {(const void *)fhd_relu_backward_bgrad_kernel<false>,
-                          (const void *)fhd_relu_backward_bgrad_kernel<true>};
+                          (const void *)fhd_relu_backward_bgrad_kernel<true>,
+                          (const void *)fhd_relu_backward_dw_kernel<false>,
+                          (const void *)fhd_relu_backward_dw_kernel<true>};
     for (const void *k : relu) {
         e = cudaFuncGetAttributes(&fa, k);
         if (e != cudaSuccess)

@@ -26,6 +26,22 @@ cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const floa
                                           const float *h, float *partial, uint32_t B, uint32_t H,
                                           cudaStream_t stream);
 
+/* The same for layer 0, with that layer's weight gradient instead of dz (fuse_dw0 in
+ * cuda_internal.h): chunk c's share of dW (H, in) = dz^T x over its rows, x (B, in) the layer's
+ * input, goes to dw for c = 0 and to dwpart + (c - 1) H in after it; the gradient is their sum
+ * in chunk order (the optimiser's norm pass adds them, as the bias partials). Replaces the dW
+ * GEMM, which on small networks was the last kernel before the optimiser: its launch and K loop
+ * leave the critical path, and this kernel's own blocks do the multiply-adds after staging x
+ * before their wait. Requires in <= FHD_DW0_MAX_IN and at most FHD_DW0_MAX_PARTS chunks (the
+ * norm pass loads all of an element's parts at once); cudaErrorInvalidValue otherwise. dz is
+ * not written. */
+#define FHD_DW0_MAX_IN 64
+#define FHD_DW0_MAX_PARTS 4
+cudaError_t fhd__cuda_relu_backward_dw(const float *dx, const float *dx2, const float *h,
+                                       float *partial, uint32_t B, uint32_t H, const float *x,
+                                       uint32_t in, float *dw, float *dwpart,
+                                       cudaStream_t stream);
+
 /* A narrow layer's forward, for the head (out <= FHD_NARROW_MAX_OUT): y (rows, out; row stride
  * ldy) = alpha (x W^T) + b, x (rows, in; row stride ldx), W (out, in) row-major, alpha a device
  * scalar. cuBLASLt's tiles are 32 or more outputs wide and its K loop is sequential, so a head of
