@@ -55,7 +55,9 @@ enum {
     FHD_CUDA_INFO_DZ_TRANSPOSED = 4,  /* bit l: layer l's dW GEMM reads dz_l transposed */
     FHD_CUDA_INFO_GEMM_TUNED = 5,     /* GEMMs of the update with a measured configuration
                                        * (cuda_gemm.cpp's table) instead of the heuristic's */
-    FHD_CUDA_INFO_COUNT = 6
+    FHD_CUDA_INFO_FUSED_DW0 = 6,      /* 1: layer 0's dW as the ReLU-backward kernel's partials
+                                       * (no GEMM; cuda_internal.h, fuse_dw0) */
+    FHD_CUDA_INFO_COUNT = 7
 };
 
 #endif

@@ -158,7 +158,7 @@ struct fhd__backend {
 
     cudaStream_t s_main, s_side, s_prio; /* s_prio: the priority update beside the backward */
     cudaStream_t s_aux;       /* the second halves of split backward GEMMs (split_dx, split_dw0) */
-    cudaStream_t s_hdw;       /* the head's dW GEMM, beside the priority update (split_any), and
+    cudaStream_t s_hdw;       /* the head's dW GEMM, beside the priority update (hdw_side), and
                                * the next update's batch sampled ahead (sample_ahead). No stream
                                * more: one more stream created in the process made B3's update
                                * bimodal (160 or 178 us; the graph's branches share the device's
@@ -184,6 +184,17 @@ struct fhd__backend {
      * K = out_l, the second into dxp[l], added by the ReLU backward) and the dW GEMM of layer 0
      * (split_dw0: halves of the batch, the second into gpart0, added by the optimiser). */
     int split_dx[FHD_MAXL], split_dw0, split_any;
+    /* Layer 0's dW without a GEMM (fuse_dw0: small networks, two or more hidden layers): the
+     * ReLU-backward kernel of layer 0 multiplies each chunk's dz tile by its rows of the batch,
+     * chunk 0's partial into the gradient and the others' into gpart0, and the optimiser's norm
+     * pass adds them (as the bias partials). That GEMM was the last kernel before the optimiser;
+     * the next batch's sampling now waits for the ReLU-backward kernel instead, the batch's last
+     * reader. */
+    int fuse_dw0;
+    /* The head's dW GEMM on a branch of its own (s_hdw) beside the priority update, where the
+     * backward's tail is short (split GEMMs or fuse_dw0); else after the update on its stream
+     * (beside big GEMMs a fourth branch slowed B3 by 10 us, and B2 by 5-8) */
+    int hdw_side;
     float *dxp[FHD_MAXL];     /* (B, in_l) */
     /* TF32 backward (dz_t[l]): dz_l, whether the ReLU-backward kernel or the loss kernel made it,
      * is transposed into dzt[l] (out_l, B) by cublasLtMatrixTransform on the dW GEMM's stream,
@@ -206,7 +217,7 @@ struct fhd__backend {
      * kernels, and sampling ahead only made B3 0.5 us slower: its optimiser shared the card) */
     int sample_ahead;
 
-    float *gpart0;            /* (out_0 in_0) */
+    float *gpart0;            /* (parts, out_0 in_0): split_dw0 one, fuse_dw0 chunks - 1 */
     /* the batch: one contiguous region so that train_batch uploads it in one copy */
     float *gbatch;
     float *g_x;               /* (2B, S): obs rows, then next_obs rows */

@@ -199,7 +199,7 @@ static int32_t create_objects(fhd__backend *b) {
     if (b->split_any)
         FHD_CK(b, cudaStreamCreateWithFlags(&b->s_aux, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_aux_dw, cudaEventDisableTiming));
-    if (b->split_any || b->sample_ahead)
+    if (b->hdw_side || b->sample_ahead)
         FHD_CK(b, cudaStreamCreateWithFlags(&b->s_hdw, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_hdw, cudaEventDisableTiming));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_tree, cudaEventDisableTiming));
@@ -251,9 +251,11 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         if (b->dz_t[l])
             plan_add(p, &b->dzt[l], B * w * f, MEM_DEVICE, G_ACT);
     }
-    if (b->split_dw0)
-        plan_add(p, &b->gpart0, (size_t)lo->layers[0].out * lo->layers[0].in * f, MEM_DEVICE,
-                 G_WORK);
+    if (b->split_dw0 || b->fuse_dw0) /* one further part, or a part per further chunk */
+        plan_add(p, &b->gpart0,
+                 (size_t)(b->split_dw0 ? 1 : fhd__cuda_relu_bgrad_chunks(b->B) - 1) *
+                     lo->layers[0].out * lo->layers[0].in * f,
+                 MEM_DEVICE, G_WORK);
     plan_add(p, &b->tg_a, B * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->tg_b, B * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->head_t, B * b->HOs * f, MEM_DEVICE, G_ACT);

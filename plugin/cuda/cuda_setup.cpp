@@ -15,6 +15,8 @@ static_assert(CNT_SN + CNT_SN_COUNT <= 64, "counters: 64 allocated");
  * with one launch) and halves that keep 32-byte alignment. */
 #define FHD_SPLIT_MAX_MNK (1u << 24)
 #define FHD_SPLIT_MIN_K 128 /* below, a GEMM's time is its launch and drain, not its K loop */
+static_assert(FHD_DW0_MAX_PARTS - 1 <= FHD_OPT_MAX_EXTRA,
+              "the norm pass adds every chunk's dW_0 partial after the first");
 
 void fhd__cuda_plan_splits(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
@@ -29,9 +31,17 @@ void fhd__cuda_plan_splits(fhd__backend *b) {
     /* dW of layer 0: the last GEMM before the optimiser */
     const uint64_t m0 = lo->layers[0].in, n0 = lo->layers[0].out;
     b->split_dw0 = lo->L >= 1 && B % 16 == 0 && B >= FHD_SPLIT_MIN_K && m0 * n0 * B <= FHD_SPLIT_MAX_MNK;
+    /* or, where the ReLU-backward kernel of layer 0 exists (a layer above it: with one hidden
+     * layer the loss kernel's dx may make dz_0) and its chunks are few, its partials instead of
+     * the GEMM (cuda_internal.h) */
+    b->fuse_dw0 = lo->L >= 2 && m0 <= FHD_DW0_MAX_IN &&
+                  fhd__cuda_relu_bgrad_chunks(b->B) <= FHD_DW0_MAX_PARTS;
+    if (b->fuse_dw0)
+        b->split_dw0 = 0;
     b->split_any = b->split_dw0;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         b->split_any |= b->split_dx[l];
+    b->hdw_side = b->split_any || b->fuse_dw0;
     /* dz_l transposed for layer l's dW GEMM (cuda_internal.h, dzt) with a TF32 backward: torso
      * layers above layer 0 (whose dW GEMM measured 32-33 us either way on B2), with the batch a
      * multiple of 4 (16-byte rows of the copy) */
@@ -245,8 +255,13 @@ static void prepare_opt(fhd__backend *b) {
             a->sn[a->nsn++] = v;
         }
         fhd__opt_segment w = {ly->w_off, (uint64_t)ly->out * ly->in, sn, 0, 0, 0, NULL, 0,
-                              l == 0 && b->split_dw0 ? b->gpart0 : NULL};
-        fhd__opt_segment bias = {ly->b_off, ly->out, -1, 0, 0, 0, b->bpart[l], b->bparts[l], NULL};
+                              NULL, 0};
+        if (l == 0 && (b->split_dw0 || b->fuse_dw0)) {
+            w.extra = b->gpart0;
+            w.nextra = b->split_dw0 ? 1 : fhd__cuda_relu_bgrad_chunks(b->B) - 1;
+        }
+        fhd__opt_segment bias = {ly->b_off, ly->out, -1, 0, 0, 0, b->bpart[l], b->bparts[l], NULL,
+                                 0};
         a->seg[a->nseg++] = w;
         a->seg[a->nseg++] = bias;
     }
@@ -322,6 +337,8 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.C = b->grad + ly->w_off;
         s.ldc = ly->in;
         s.alpha = b->d_one;
+        if (l == 0 && b->fuse_dw0) /* the ReLU-backward kernel's partials */
+            continue;
         if (l == 0 && b->split_dw0) { /* rows [0, B/2) here, [B/2, B) into gpart0 */
             s.k = B / 2;
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw[l], &s));

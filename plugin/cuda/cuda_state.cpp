@@ -99,6 +99,7 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
                      (uint64_t)b->bwd_dw[l].tuned + (uint64_t)b->bwd_dx[l].tuned +
                      (uint64_t)b->bwd_dx2[l].tuned;
         all[FHD_CUDA_INFO_GEMM_TUNED] = tuned;
+        all[FHD_CUDA_INFO_FUSED_DW0] = (uint64_t)b->fuse_dw0;
         for (uint32_t l = 0; l < b->lo.L; l++)
             all[FHD_CUDA_INFO_DZ_TRANSPOSED] |= (uint64_t)(b->dz_t[l] != 0) << l;
         memcpy(o, all, sizeof(uint64_t) * count);

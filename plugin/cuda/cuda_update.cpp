@@ -25,7 +25,8 @@
  *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready (with a TF32
  *       backward after transposing dz: cuda_internal.h, dzt); layer 0's
  *       (the last before the optimiser) as two halves of the batch on s1 and s3 when small
- *       (split_dw0), added by the optimiser's norm pass
+ *       (split_dw0), added by the optimiser's norm pass, or, smaller still, none: the ReLU
+ *       backward of layer 0 on s0 leaves its chunks' partials of dW_0 (fuse_dw0)
  *       -- join --
  *   s0  bias gradients from their per-block partials, gradient norm (+ SN gradient sums), then
  *       Adam + clip + SN correction + target update + counter increment: one cooperative
@@ -97,21 +98,23 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
     if (ahead) /* the tree is final for this update: the next update's sampling may read it */
         FHD_CK(b, cudaEventRecord(b->ev_tree, b->s_prio));
-    /* the head's dW GEMM: with split GEMMs the backward's tail is shorter than the priority
-     * update and this GEMM in a row, so it gets a fourth branch beside the update; otherwise
-     * it follows the update (beside big GEMMs a fourth branch slowed B3 by 10 us) */
+    /* the head's dW GEMM: with split GEMMs or layer 0's dW fused the backward's tail is
+     * shorter than the priority update and this GEMM in a row, so it gets a fourth branch
+     * beside the update; otherwise it follows the update (cuda_internal.h, hdw_side) */
     cudaStream_t s_hd = b->s_prio;
-    if (b->split_any) {
+    if (b->hdw_side) {
         s_hd = b->s_hdw;
         FHD_CK(b, cudaStreamWaitEvent(s_hd, b->ev_loss, 0));
     }
     FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[L], s_hd, b->ws_prio));
     FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
-    if (b->split_any)
+    if (b->hdw_side)
         FHD_CK(b, cudaEventRecord(b->ev_hdw, s_hd));
     for (int l = (int)L; l >= 0; l--) {
         if (l < (int)L) {
             FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));
+            if (l == 0 && b->fuse_dw0) /* dW_0 came with the ReLU backward, below */
+                continue;
             FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_dz[l], 0));
             if (l == 0 && b->split_dw0) { /* the batch's second half on s_aux */
                 FHD_CK(b, cudaStreamWaitEvent(b->s_aux, b->ev_dz[l], 0));
@@ -135,14 +138,20 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], s0, b->ws_main));
             if (dx2)
                 FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_join[l], 0));
-            FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], dx2, b->h[l - 1],
-                                                    b->bpart[l - 1], b->B, below->out, s0));
+            if (l == 1 && b->fuse_dw0)
+                FHD_CK(b, fhd__cuda_relu_backward_dw(b->dz[0], dx2, b->h[0], b->bpart[0], b->B,
+                                                     below->out, b->g_x, below->in,
+                                                     b->grad + below->w_off, b->gpart0, s0));
+            else
+                FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], dx2,
+                                                        b->h[l - 1], b->bpart[l - 1], b->B,
+                                                        below->out, s0));
         }
     }
     FHD_CK(b, cudaEventRecord(b->ev_dw, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_dw, 0));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_prio, 0));
-    if (b->split_any)
+    if (b->hdw_side)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_hdw, 0));
     if (b->split_dw0)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_dw, 0));
@@ -152,9 +161,13 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
          * readers (the loss kernel before it, layer 0's dW GEMMs) */
         cudaStream_t sa = b->s_hdw; /* after the head's dW GEMM there, if any: it ends earlier */
         FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_tree, 0));
-        FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_dw, 0));
-        if (b->split_dw0)
-            FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_aux_dw, 0));
+        if (b->fuse_dw0) { /* layer 0's ReLU backward reads the batch last */
+            FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_dz[0], 0));
+        } else {
+            FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_dw, 0));
+            if (b->split_dw0)
+                FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_aux_dw, 0));
+        }
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_ahead, sa));
         FHD_CK(b, cudaEventRecord(b->ev_ahead, sa));
     }
@@ -186,7 +199,8 @@ static int32_t preload(fhd__backend *b) {
             FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], b->s_main, b->ws_main));
         if (b->dz_t[l])
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dzt[l], b->s_main, b->ws_main));
-        FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], b->s_main, b->ws_main));
+        if (!(l == 0 && b->fuse_dw0))
+            FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], b->s_main, b->ws_main));
         if (l > 0)
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], b->s_main, b->ws_main));
         if (b->split_dx[l])

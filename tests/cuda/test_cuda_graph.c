@@ -119,7 +119,7 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
     ct_check(e == cudaSuccess, "%s: cudaGraphGetEdges: %zu edges", vn, ne);
     int n_kernel = 0, n_memcpy = 0, n_memset = 0, n_other = 0, n_sn = 0, ours_1x1 = 0;
     int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, last_sn = -1, n_opt = 0;
-    int samples[4], n_sample = 0, prio = -1, n_lib = 0;
+    int samples[4], n_sample = 0, prio = -1, n_lib = 0, relu_dw = -1;
     for (size_t i = 0; i < nn; i++) {
         node_info *ni = &nodes[i];
         ni->node = raw[i];
@@ -156,6 +156,8 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
                     samples[n_sample++] = (int)i;
                 if (strstr(ni->name, "fhd_priority_update_kernel"))
                     prio = (int)i;
+                if (strstr(ni->name, "fhd_relu_backward_dw_kernel"))
+                    relu_dw = (int)i;
                 if (strstr(ni->name, "fhd_clip_grad_norm_kernel") ||
                     strstr(ni->name, "fhd_opt_fused_kernel"))
                     norm = (int)i;
@@ -256,18 +258,26 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
                 continue;
             }
             n_after++;
-            /* ahead: after the tree's last writer and every GEMM, beside the optimiser (neither
-             * before nor after it). Only layer 0's dW GEMMs read the batch, but here (split
-             * GEMMs) the head's dW precedes the sampling on its stream too, so all of them
-             * must be ancestors: without the wait for either half of layer 0's dW, one would
-             * be missing */
+            /* ahead: after the tree's last writer and the batch's last readers, beside the
+             * optimiser (neither before nor after it). Layer 0's dW reads the batch last: with
+             * GEMMs for it (here split in halves, and the head's dW precedes the sampling on
+             * its stream), every GEMM kernel must be an ancestor, or one half's wait would be
+             * missing; with its partials made by layer 0's ReLU backward (fuse_dw0), that
+             * kernel */
             ancestors(samples[k], anc_s);
-            int gemms = 0;
-            for (size_t x = 0; x < nn; x++)
-                gemms += nodes[x].type == cudaGraphNodeTypeKernel && !nodes[x].ours && anc_s[x];
-            ct_check(anc_s[prio] && anc_s[loss] && gemms == n_lib,
-                     "%s: the sampling ahead follows the loss, the priority update and %d of "
-                     "the %d GEMM kernels", vn, gemms, n_lib);
+            if (relu_dw >= 0) {
+                ct_check(anc_s[prio] && anc_s[loss] && anc_s[relu_dw],
+                         "%s: the sampling ahead follows the loss, the priority update and layer "
+                         "0's ReLU backward with its dW partials", vn);
+            } else {
+                int gemms = 0;
+                for (size_t x = 0; x < nn; x++)
+                    gemms +=
+                        nodes[x].type == cudaGraphNodeTypeKernel && !nodes[x].ours && anc_s[x];
+                ct_check(anc_s[prio] && anc_s[loss] && gemms == n_lib,
+                         "%s: the sampling ahead follows the loss, the priority update and %d of "
+                         "the %d GEMM kernels", vn, gemms, n_lib);
+            }
             ct_check(!anc_s[norm] && !anc_norm[samples[k]],
                      "%s: the sampling ahead runs beside the optimiser", vn);
         }
@@ -367,6 +377,12 @@ int main(void) {
         ct_check(inf3[FHD_CUDA_INFO_GEMM_TUNED] == want3,
                  "B3: %llu GEMMs with a measured configuration (%llu expected on this card)",
                  (unsigned long long)inf3[FHD_CUDA_INFO_GEMM_TUNED], (unsigned long long)want3);
+        /* layer 0's dW: the ReLU backward's partials for B1's four chunks of 64 rows, GEMMs for
+         * B3's sixteen */
+        ct_check(inf[FHD_CUDA_INFO_FUSED_DW0] == 1 && inf3[FHD_CUDA_INFO_FUSED_DW0] == 0,
+                 "layer 0's dW by the ReLU backward on B1 (%llu), by GEMMs on B3 (%llu)",
+                 (unsigned long long)inf[FHD_CUDA_INFO_FUSED_DW0],
+                 (unsigned long long)inf3[FHD_CUDA_INFO_FUSED_DW0]);
         fhd__learner_destroy(L3);
         ct_read(Lp, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dpp);
         for (int v = 0; v < FHD_CUDA_GRAPHS; v++)
