@@ -30,39 +30,47 @@ cudaError_t fhd__cuda_bias_act(float *y, const float *b, uint32_t rows, uint32_t
 /* grid (tiles, chunks): block (t, c) owns columns [32 t, 32 t + 32) of rows [64 c, 64 c + 64);
  * lane = column, warp g = rows 64 c + g + 8 k (k = 0..7). Each warp reads 128 contiguous bytes
  * per row and every thread has its 8 rows' loads in flight at once.
- * DW (layer 0, fhd__cuda_relu_backward_dw; grid (tiles, chunks, input slices)): the block's dz
- * tile is not stored but multiplied by the chunk's rows of the layer's input x, for the inputs
- * [16 z, 16 z + 16) of slice z (staged in shared memory before the programmatic wait: the batch
- * was gathered long before). Each thread multiplies its own 8 dz values (its column, its rows)
- * by those rows of x, then the warps' sums are added in warp order: the dW partial of output
- * (column) j and input i over the chunk is sum over g of (sum over k of dz[g + 8k][j] x[..][i]).
- * Every slice recomputes the tile's dz (three loads a row); slice 0 writes the bias partials. */
+ * DW (layer 0, fhd__cuda_relu_backward_dw; grid (tiles, chunks of 64 or 128 rows, input
+ * slices)): the block's dz tile is not stored but multiplied by the chunk's rows of the layer's
+ * input x, for the inputs [16 z, 16 z + 16) of slice z (staged in shared memory before the
+ * programmatic wait: the batch was gathered long before). Each thread multiplies its own 8 or
+ * 16 dz values (its column, its rows) by those rows of x, then the warps' sums are added in warp
+ * order: the dW partial of output (column) j and input i over the chunk is sum over g of (sum
+ * over k of dz[g + 8k][j] x[..][i]). Every slice recomputes the tile's dz (three loads a row);
+ * slice 0 writes the bias partials. */
 #define DW_SLICE 16 /* inputs per block */
-template <bool TWO, bool DW> /* TWO: dx2, the dx GEMM's second half of K, is added (one
-                              * instance each: the second input's registers are not paid where
-                              * it is not used) */
+/* rows per block: 128 (16 a thread) above 128 rows, so that B1's 256 make two partials and
+ * the optimiser adds one (its instance for one further part has 80 registers, for three 102:
+ * B1 -0.6 us); else 64, which keeps a 64-row batch's one block of rows short (C0 +0.5..+0.9
+ * us with 128) */
+static uint32_t dw_rows(uint32_t B) {
+    return B > 128 ? 128u : 64u;
+}
+template <bool TWO, bool DW, int ROWS> /* TWO: dx2, the dx GEMM's second half of K, is added
+                                        * (one instance each: the second input's registers are
+                                        * not paid where it is not used); ROWS: rows a block */
 static __device__ __forceinline__ void relu_backward_block(float *dz, const float *dx,
                                                            const float *dx2, const float *h,
                                                            float *partial, uint32_t B, uint32_t H,
                                                            const float *x, uint32_t in, float *dw,
                                                            float *dwpart) {
-    constexpr int NR = BG_ROWS / BG_GROUPS; /* rows per thread */
+    constexpr int NR = ROWS / BG_GROUPS; /* rows per thread */
     __shared__ float red[BG_GROUPS][BG_COLS];
-    __shared__ __align__(16) float xs[DW ? BG_ROWS : 1][DW ? DW_SLICE : 4];
+    __shared__ __align__(16) float xs[DW ? ROWS : 1][DW ? DW_SLICE : 4];
     __shared__ float wsum[DW ? BG_GROUPS : 1][DW ? DW_SLICE : 1][BG_COLS];
     const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
     const uint32_t col = blockIdx.x * BG_COLS + lane;
-    const uint32_t r0 = blockIdx.y * BG_ROWS + grp;
+    const uint32_t r0 = blockIdx.y * ROWS + grp;
     const uint32_t i0 = blockIdx.z * DW_SLICE; /* the slice's first input */
     if (DW) { /* the chunk's rows of x in the slice (zero past the batch and past in), before
-               * the wait: BG_ROWS x DW_SLICE values, four a thread, all in flight */
-        constexpr int PER = BG_ROWS * DW_SLICE / (BG_COLS * BG_GROUPS);
+               * the wait: ROWS x DW_SLICE values, eight a thread, all in flight */
+        constexpr int PER = ROWS * DW_SLICE / (BG_COLS * BG_GROUPS);
         float xv[PER];
 #pragma unroll
         for (int k = 0; k < PER; k++) {
             const uint32_t e = threadIdx.x + k * (BG_COLS * BG_GROUPS);
             const uint32_t r = e / DW_SLICE, i = i0 + e % DW_SLICE;
-            const uint32_t row = blockIdx.y * BG_ROWS + r;
+            const uint32_t row = blockIdx.y * ROWS + r;
             xv[k] = row < B && i < in ? __ldg(x + (size_t)row * in + i) : 0.0f;
         }
 #pragma unroll
@@ -155,15 +163,15 @@ template <bool TWO>
 __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
     fhd_relu_backward_bgrad_kernel(float *dz, const float *dx, const float *dx2, const float *h,
                                    float *partial, uint32_t B, uint32_t H) {
-    relu_backward_block<TWO, false>(dz, dx, dx2, h, partial, B, H, NULL, 0, NULL, NULL);
+    relu_backward_block<TWO, false, BG_ROWS>(dz, dx, dx2, h, partial, B, H, NULL, 0, NULL, NULL);
 }
 
-template <bool TWO>
+template <bool TWO, int ROWS>
 __global__ void __launch_bounds__(BG_COLS * BG_GROUPS)
     fhd_relu_backward_dw_kernel(const float *dx, const float *dx2, const float *h, float *partial,
                                 uint32_t B, uint32_t H, const float *x, uint32_t in, float *dw,
                                 float *dwpart) {
-    relu_backward_block<TWO, true>(NULL, dx, dx2, h, partial, B, H, x, in, dw, dwpart);
+    relu_backward_block<TWO, true, ROWS>(NULL, dx, dx2, h, partial, B, H, x, in, dw, dwpart);
 }
 
 uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
@@ -171,12 +179,16 @@ uint32_t fhd__cuda_relu_bgrad_chunks(uint32_t B) {
     return c < 2 ? 2 : c; /* never a one-block grid: an extra chunk is empty (r0 >= B) */
 }
 
-static cudaLaunchConfig_t relu_backward_config(const void *k, uint32_t B, uint32_t H,
+uint32_t fhd__cuda_relu_dw_chunks(uint32_t B) {
+    uint32_t c = (uint32_t)fhd_cdiv(B, dw_rows(B));
+    return c < 2 ? 2 : c;
+}
+
+static cudaLaunchConfig_t relu_backward_config(const void *k, uint32_t chunks, uint32_t H,
                                                uint32_t slices, cudaStream_t stream,
                                                cudaLaunchAttribute *attr) {
-    return fhd_pdl_config(
-        dim3((uint32_t)fhd_cdiv(H, BG_COLS), fhd__cuda_relu_bgrad_chunks(B), slices),
-        dim3(BG_COLS * BG_GROUPS), 0, stream, fhd_pdl_allowed(k), attr);
+    return fhd_pdl_config(dim3((uint32_t)fhd_cdiv(H, BG_COLS), chunks, slices),
+                          dim3(BG_COLS * BG_GROUPS), 0, stream, fhd_pdl_allowed(k), attr);
 }
 
 cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const float *dx2,
@@ -185,34 +197,46 @@ cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const floa
     cudaLaunchAttribute attr;
     if (dx2) {
         const cudaLaunchConfig_t cfg = relu_backward_config(
-            (const void *)fhd_relu_backward_bgrad_kernel<true>, B, H, 1, stream, &attr);
+            (const void *)fhd_relu_backward_bgrad_kernel<true>, fhd__cuda_relu_bgrad_chunks(B), H, 1,
+            stream, &attr);
         return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel<true>, dz, dx, dx2, h,
                                   partial, B, H);
     }
     const cudaLaunchConfig_t cfg = relu_backward_config(
-        (const void *)fhd_relu_backward_bgrad_kernel<false>, B, H, 1, stream, &attr);
+        (const void *)fhd_relu_backward_bgrad_kernel<false>, fhd__cuda_relu_bgrad_chunks(B), H, 1,
+        stream, &attr);
     return cudaLaunchKernelEx(&cfg, fhd_relu_backward_bgrad_kernel<false>, dz, dx, dx2, h,
                               partial, B, H);
+}
+
+template <int ROWS>
+static cudaError_t relu_backward_dw(const float *dx, const float *dx2, const float *h,
+                                    float *partial, uint32_t B, uint32_t H, const float *x,
+                                    uint32_t in, float *dw, float *dwpart, cudaStream_t stream) {
+    const uint32_t slices = (uint32_t)fhd_cdiv(in, DW_SLICE), chunks = fhd__cuda_relu_dw_chunks(B);
+    cudaLaunchAttribute attr;
+    if (dx2) {
+        const cudaLaunchConfig_t cfg = relu_backward_config(
+            (const void *)fhd_relu_backward_dw_kernel<true, ROWS>, chunks, H, slices, stream,
+            &attr);
+        return cudaLaunchKernelEx(&cfg, fhd_relu_backward_dw_kernel<true, ROWS>, dx, dx2, h,
+                                  partial, B, H, x, in, dw, dwpart);
+    }
+    const cudaLaunchConfig_t cfg = relu_backward_config(
+        (const void *)fhd_relu_backward_dw_kernel<false, ROWS>, chunks, H, slices, stream, &attr);
+    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_dw_kernel<false, ROWS>, dx, dx2, h, partial,
+                              B, H, x, in, dw, dwpart);
 }
 
 cudaError_t fhd__cuda_relu_backward_dw(const float *dx, const float *dx2, const float *h,
                                        float *partial, uint32_t B, uint32_t H, const float *x,
                                        uint32_t in, float *dw, float *dwpart,
                                        cudaStream_t stream) {
-    if (in == 0 || in > FHD_DW0_MAX_IN || fhd__cuda_relu_bgrad_chunks(B) > FHD_DW0_MAX_PARTS)
+    if (in == 0 || in > FHD_DW0_MAX_IN || fhd__cuda_relu_dw_chunks(B) > FHD_DW0_MAX_PARTS)
         return cudaErrorInvalidValue;
-    const uint32_t slices = (uint32_t)fhd_cdiv(in, DW_SLICE);
-    cudaLaunchAttribute attr;
-    if (dx2) {
-        const cudaLaunchConfig_t cfg = relu_backward_config(
-            (const void *)fhd_relu_backward_dw_kernel<true>, B, H, slices, stream, &attr);
-        return cudaLaunchKernelEx(&cfg, fhd_relu_backward_dw_kernel<true>, dx, dx2, h, partial,
-                                  B, H, x, in, dw, dwpart);
-    }
-    const cudaLaunchConfig_t cfg = relu_backward_config(
-        (const void *)fhd_relu_backward_dw_kernel<false>, B, H, slices, stream, &attr);
-    return cudaLaunchKernelEx(&cfg, fhd_relu_backward_dw_kernel<false>, dx, dx2, h, partial, B,
-                              H, x, in, dw, dwpart);
+    if (dw_rows(B) == 128)
+        return relu_backward_dw<128>(dx, dx2, h, partial, B, H, x, in, dw, dwpart, stream);
+    return relu_backward_dw<64>(dx, dx2, h, partial, B, H, x, in, dw, dwpart, stream);
 }
 
 /* ---- narrow layer forward ---------------------------------------------------------------- */
@@ -367,8 +391,10 @@ cudaError_t fhd__cuda_linear_preload(void) {
         return e;
     const void *relu[] = {(const void *)fhd_relu_backward_bgrad_kernel<false>,
                           (const void *)fhd_relu_backward_bgrad_kernel<true>,
-                          (const void *)fhd_relu_backward_dw_kernel<false>,
-                          (const void *)fhd_relu_backward_dw_kernel<true>};
+                          (const void *)fhd_relu_backward_dw_kernel<false, 64>,
+                          (const void *)fhd_relu_backward_dw_kernel<true, 64>,
+                          (const void *)fhd_relu_backward_dw_kernel<false, 128>,
+                          (const void *)fhd_relu_backward_dw_kernel<true, 128>};
     for (const void *k : relu) {
         e = cudaFuncGetAttributes(&fa, k);
         if (e != cudaSuccess)

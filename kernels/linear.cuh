@@ -37,6 +37,8 @@ cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const floa
  * not written. */
 #define FHD_DW0_MAX_IN 64
 #define FHD_DW0_MAX_PARTS 4
+/* Its chunks (of 64 rows, or 128 above 128 rows: dW and bias partials alike). */
+uint32_t fhd__cuda_relu_dw_chunks(uint32_t B);
 cudaError_t fhd__cuda_relu_backward_dw(const float *dx, const float *dx2, const float *h,
                                        float *partial, uint32_t B, uint32_t H, const float *x,
                                        uint32_t in, float *dw, float *dwpart,

@@ -253,7 +253,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     }
     if (b->split_dw0 || b->fuse_dw0) /* one further part, or a part per further chunk */
         plan_add(p, &b->gpart0,
-                 (size_t)(b->split_dw0 ? 1 : fhd__cuda_relu_bgrad_chunks(b->B) - 1) *
+                 (size_t)(b->split_dw0 ? 1 : fhd__cuda_relu_dw_chunks(b->B) - 1) *
                      lo->layers[0].out * lo->layers[0].in * f,
                  MEM_DEVICE, G_WORK);
     plan_add(p, &b->tg_a, B * W * f, MEM_DEVICE, G_ACT);

@@ -35,7 +35,7 @@ void fhd__cuda_plan_splits(fhd__backend *b) {
      * layer the loss kernel's dx may make dz_0) and its chunks are few, its partials instead of
      * the GEMM (cuda_internal.h) */
     b->fuse_dw0 = lo->L >= 2 && m0 <= FHD_DW0_MAX_IN &&
-                  fhd__cuda_relu_bgrad_chunks(b->B) <= FHD_DW0_MAX_PARTS;
+                  fhd__cuda_relu_dw_chunks(b->B) <= FHD_DW0_MAX_PARTS;
     if (b->fuse_dw0)
         b->split_dw0 = 0;
     b->split_any = b->split_dw0;
@@ -219,7 +219,8 @@ static int32_t prepare_loss(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device));
     /* where each layer's bias-gradient partials come from (summed by the norm kernel) */
     for (uint32_t l = 0; l < L; l++)
-        b->bparts[l] = fhd__cuda_relu_bgrad_chunks(B);
+        b->bparts[l] = l == 0 && b->fuse_dw0 ? fhd__cuda_relu_dw_chunks(B)
+                                             : fhd__cuda_relu_bgrad_chunks(B);
     if (a->fuse_dx)
         b->bparts[L - 1] = fhd__cuda_td_loss_grid(B);
     b->bpart[L] = b->colpart;
@@ -258,7 +259,7 @@ static void prepare_opt(fhd__backend *b) {
                               NULL, 0};
         if (l == 0 && (b->split_dw0 || b->fuse_dw0)) {
             w.extra = b->gpart0;
-            w.nextra = b->split_dw0 ? 1 : fhd__cuda_relu_bgrad_chunks(b->B) - 1;
+            w.nextra = b->split_dw0 ? 1 : fhd__cuda_relu_dw_chunks(b->B) - 1;
         }
         fhd__opt_segment bias = {ly->b_off, ly->out, -1, 0, 0, 0, b->bpart[l], b->bparts[l], NULL,
                                  0};

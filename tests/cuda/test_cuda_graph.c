@@ -377,8 +377,8 @@ int main(void) {
         ct_check(inf3[FHD_CUDA_INFO_GEMM_TUNED] == want3,
                  "B3: %llu GEMMs with a measured configuration (%llu expected on this card)",
                  (unsigned long long)inf3[FHD_CUDA_INFO_GEMM_TUNED], (unsigned long long)want3);
-        /* layer 0's dW: the ReLU backward's partials for B1's four chunks of 64 rows, GEMMs for
-         * B3's sixteen */
+        /* layer 0's dW: the ReLU backward's partials for B1's two chunks of 128 rows, GEMMs for
+         * B3's eight */
         ct_check(inf[FHD_CUDA_INFO_FUSED_DW0] == 1 && inf3[FHD_CUDA_INFO_FUSED_DW0] == 0,
                  "layer 0's dW by the ReLU backward on B1 (%llu), by GEMMs on B3 (%llu)",
                  (unsigned long long)inf[FHD_CUDA_INFO_FUSED_DW0],
