@@ -204,7 +204,113 @@ __global__ void __launch_bounds__(OPT_THREADS)
         a.st->grad_norm = a.clip->norm;
 }
 
-/* Block blk of the Adam pass (blocks past the segments copy the SN vectors when due). */
+/* What Adam takes from the norm pass and the configuration, for one segment. */
+struct adam_coef {
+    bool clip;
+    float coef, b2, omb1, omb2, step, bc2_sqrt, wd, decay, sc, sinv;
+};
+
+static __device__ __forceinline__ adam_coef adam_coefs(const fhd__opt_args &a,
+                                                       const fhd__opt_segment &S,
+                                                       const fhd__clip_info &ci) {
+    adam_coef c;
+    c.clip = ci.clip != 0;
+    c.coef = ci.coef;
+    const double b1d = a.beta1, b2d = a.beta2;
+    c.b2 = (float)b2d;
+    c.omb1 = (float)(1.0 - b1d);
+    c.omb2 = (float)(1.0 - b2d);
+    c.step = ci.step;
+    c.bc2_sqrt = ci.bc2_sqrt;
+    c.wd = (float)a.weight_decay;
+    c.decay = (float)__dsub_rn(1.0, __dmul_rn(a.lr, a.weight_decay));
+    c.sc = 0.0f;
+    c.sinv = 1.0f;
+    if (S.sn >= 0) {
+        c.sc = ci.sn_c[S.sn];
+        c.sinv = ci.sn_inv[S.sn];
+    }
+    return c;
+}
+
+/* Element e: g' (SN), clipping, weight decay, Adam, the target update when due. */
+static __device__ __forceinline__ void adam_elem(const fhd__opt_args &a, const adam_coef &c,
+                                                 bool sn, bool due, uint64_t e, float gi,
+                                                 float pi, float m0, float v0, float ur,
+                                                 float vc) {
+    if (sn) { /* fhd__sn_weight_backward */
+        const float cu = FHD_FMUL(c.sc, ur);
+        gi = FHD_FSUB(FHD_FMUL(gi, c.sinv), FHD_FMUL(cu, vc));
+    }
+    if (c.clip)
+        gi = FHD_FMUL(gi, c.coef);
+    if (sn || c.clip)
+        a.grad[e] = gi; /* the gradient state holds what Adam used, as on the CPU */
+    if (c.wd != 0.0f) {
+        if (a.decoupled)
+            pi = FHD_FMUL(pi, c.decay);
+        else
+            gi = FHD_FADD(gi, FHD_FMUL(c.wd, pi));
+    }
+    const float mi = FHD_FADD(m0, FHD_FMUL(c.omb1, FHD_FSUB(gi, m0)));
+    const float vi = FHD_FADD(FHD_FMUL(v0, c.b2), FHD_FMUL(FHD_FMUL(c.omb2, gi), gi));
+    a.m[e] = mi;
+    a.v[e] = vi;
+    const float denom = FHD_FADD(__fdiv_rn(__fsqrt_rn(vi), c.bc2_sqrt), a.eps);
+    const float pn = FHD_FSUB(pi, FHD_FMUL(c.step, __fdiv_rn(mi, denom)));
+    a.params[e] = pn;
+    if (due) { /* fhd__polyak on the fresh online value */
+        float *tg = a.params + a.T + e;
+        *tg = a.tau >= 1.0f ? pn : FHD_FADD(*tg, FHD_FMUL(a.tau, FHD_FSUB(pn, *tg)));
+    }
+}
+
+/* The target keeps the online power-iteration state: SN-copy block blk (past the segments). */
+static __device__ __forceinline__ void sn_copy_block(const fhd__opt_args &a, uint32_t blk) {
+    const uint64_t start = (uint64_t)(blk - a.nblocks) * FHD_OPT_CHUNK;
+    const uint64_t end = start + FHD_OPT_CHUNK < a.sn_size ? start + FHD_OPT_CHUNK : a.sn_size;
+    for (uint64_t e = start + threadIdx.x; e < end; e += OPT_THREADS)
+        a.sn_vec[a.sn_size + e] = a.sn_vec[e];
+}
+
+/* A block's Adam inputs: its segment's range, and (after load) every element's values. */
+struct adam_in {
+    const fhd__opt_segment *S;
+    uint64_t start, end;
+    float g[OPT_PER], pv[OPT_PER], m0[OPT_PER], v0[OPT_PER], ur[OPT_PER], vc[OPT_PER];
+};
+
+static __device__ __forceinline__ void adam_range(const fhd__opt_args &a, int si, adam_in &R) {
+    R.S = &a.seg[si];
+    R.start = R.S->off + (uint64_t)(blockIdx.x - R.S->block0) * R.S->chunk;
+    R.end = R.start + R.S->chunk < R.S->off + R.S->len ? R.start + R.S->chunk
+                                                        : R.S->off + R.S->len;
+}
+
+/* Loads of all OPT_PER elements but the gradient's, each issued before any is used: the
+ * weights, moments and (SN) u_i, v_j. */
+static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in &R) {
+    const fhd__opt_segment &S = *R.S;
+    const float *u = S.sn >= 0 ? a.sn[S.sn].u : nullptr, *v = S.sn >= 0 ? a.sn[S.sn].v : nullptr;
+    const uint32_t k = S.sn >= 0 ? a.sn[S.sn].k : 1u;
+#pragma unroll
+    for (int j = 0; j < OPT_PER; j++) {
+        const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
+        const bool in = e < R.end;
+        R.pv[j] = in ? a.params[e] : 0.0f;
+        R.m0[j] = in ? a.m[e] : 0.0f;
+        R.v0[j] = in ? a.v[e] : 0.0f;
+        if (u) { /* W is (m, k) with m k < 2^32 */
+            const uint32_t loc = in ? (uint32_t)(e - S.off) : 0u;
+            R.ur[j] = in ? u[loc / k] : 0.0f;
+            R.vc[j] = in ? v[loc % k] : 0.0f;
+        }
+    }
+}
+
+/* Block blk of the Adam pass (blocks past the segments copy the SN vectors when due). Its
+ * arithmetic is adam_elem's, written out: through adam_elem this kernel's code grew by 256
+ * bytes, and the optimiser's time follows its code (fhd_opt_fused_kernel_one). */
 static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t t, bool due,
                                   const fhd__clip_info &ci) {
     if (blk < a.nblocks) {
@@ -301,6 +407,28 @@ __global__ void __launch_bounds__(OPT_THREADS)
     }
 }
 
+/* After the fused pass's barrier, by block 0: the coefficients for the snapshots and the
+ * train_batch path, the statistics, and the counter (every block read it before the barrier:
+ * no counter of finished blocks, and its fence, is needed at the end). */
+static __device__ __forceinline__ void publish(const fhd__opt_args &a, const fhd__clip_info &ci,
+                                               uint64_t t) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        fhd__clip_info *g = a.clip;
+        g->norm = ci.norm;
+        g->coef = ci.coef;
+        g->clip = ci.clip;
+        for (uint32_t l = 0; l < a.nsn; l++) {
+            g->sn_c[l] = ci.sn_c[l];
+            g->sn_inv[l] = ci.sn_inv[l];
+        }
+        g->step = ci.step;
+        g->bc2_sqrt = ci.bc2_sqrt;
+        a.st->grad_norm = ci.norm;
+        a.st->updates = t;
+        a.st->stats_update = t;
+    }
+}
+
 /* Both passes in one cooperative launch of co-resident blocks, each taking blocks blockIdx.x,
  * blockIdx.x + gridDim.x, ... of each pass: the norm pass, a grid barrier, the norm and clip
  * coefficient computed by every block (the same sums in the same order: the same values), the
@@ -322,25 +450,55 @@ __global__ void __launch_bounds__(OPT_THREADS)
      * every thread before it only delayed the arrival (B1 -0.35 us without it) */
     cooperative_groups::this_grid().sync();
     finish_norm(a, &ci, pre_step, pre_bc2);
-    if (blockIdx.x == 0 && threadIdx.x == 0) { /* for the snapshots and the train_batch path */
-        fhd__clip_info *g = a.clip;
-        g->norm = ci.norm;
-        g->coef = ci.coef;
-        g->clip = ci.clip;
-        for (uint32_t l = 0; l < a.nsn; l++) {
-            g->sn_c[l] = ci.sn_c[l];
-            g->sn_inv[l] = ci.sn_inv[l];
-        }
-        g->step = ci.step;
-        g->bc2_sqrt = ci.bc2_sqrt;
-        a.st->grad_norm = ci.norm;
-        /* every block read the counter before the grid barrier: no counter of finished
-         * blocks (and its fence) is needed at the end */
-        a.st->updates = t;
-        a.st->stats_update = t;
-    }
+    publish(a, ci, t);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks + a.sn_blocks; blk += gridDim.x)
         adam_block(a, blk, t, due, ci);
+}
+
+/* The fused pass where the grid covers both passes (fhd__cuda_opt_fused_grid says where that
+ * pays): block i runs norm block i, then issues the loads of Adam block i's weights, moments
+ * and SN vectors before the grid barrier, and the gradient's (the norm pass writes the summed
+ * parts and bias gradients into it) after. A kernel of its own: in one kernel with the form
+ * above the two doubled the code, and the optimiser's time on B1 went from 8.3 to 11.0 us. */
+template <int MAXX>
+__global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the barrier: no spills */
+    fhd_opt_fused_kernel_one(const __grid_constant__ fhd__opt_args a) {
+    __shared__ double red[4 * 32];
+    __shared__ fhd__clip_info ci;
+    const uint64_t t = a.st->updates + 1;
+    const bool due = (t % a.target_interval) == 0;
+    const float pre_step = __ldcg(&a.clip->pre_step), pre_bc2 = __ldcg(&a.clip->pre_bc2_sqrt);
+    const uint32_t blk = blockIdx.x;
+    const int si = blk < a.nblocks ? find_segment(a, blk) : -1;
+    if (blk < a.nblocks)
+        norm_block<MAXX>(a, blk, red);
+    adam_in R;
+    if (si >= 0) {
+        adam_range(a, si, R);
+        adam_load(a, R);
+    }
+    cooperative_groups::this_grid().sync();
+    finish_norm(a, &ci, pre_step, pre_bc2);
+    publish(a, ci, t);
+    if (si < 0) {
+        if (blk >= a.nblocks && due)
+            sn_copy_block(a, blk);
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < OPT_PER; j++) {
+        const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
+        R.g[j] = e < R.end ? a.grad[e] : 0.0f;
+    }
+    const adam_coef c = adam_coefs(a, *R.S, ci);
+    const bool sn = R.S->sn >= 0;
+#pragma unroll
+    for (int j = 0; j < OPT_PER; j++) {
+        const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
+        if (e >= R.end)
+            break;
+        adam_elem(a, c, sn, due, e, R.g[j], R.pv[j], R.m0[j], R.v0[j], R.ur[j], R.vc[j]);
+    }
 }
 
 void fhd__cuda_opt_plan(fhd__opt_args *a) {
@@ -371,7 +529,10 @@ static bool many_parts(const fhd__opt_args *a) {
     return false;
 }
 
-static const void *fused_kernel(const fhd__opt_args *a) {
+static const void *fused_kernel(const fhd__opt_args *a, bool one) {
+    if (one)
+        return many_parts(a) ? (const void *)fhd_opt_fused_kernel_one<FHD_OPT_MAX_EXTRA>
+                             : (const void *)fhd_opt_fused_kernel_one<1>;
     return many_parts(a) ? (const void *)fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>
                          : (const void *)fhd_opt_fused_kernel<1>;
 }
@@ -389,17 +550,28 @@ cudaError_t fhd__cuda_adam_step(const fhd__opt_args *a, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
-unsigned int fhd__cuda_opt_fused_grid(const fhd__opt_args *a, int device) {
-    int per_sm = 0, sms = 0, coop = 0;
+unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device) {
+    int per_sm = 0, per_sm1 = 0, sms = 0, coop = 0;
     if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device) != cudaSuccess || !coop ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel(a), OPT_THREADS, 0) !=
-            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel(a, false),
+                                                      OPT_THREADS, 0) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm1, fused_kernel(a, true),
+                                                      OPT_THREADS, 0) != cudaSuccess ||
         per_sm < 1) {
         (void)cudaGetLastError();
         return 0;
     }
     const uint64_t want = (uint64_t)a->nblocks + a->sn_blocks;
+    /* One pass where the grid has from 32 blocks to one a multiprocessor. Thread 0's fence
+     * before the barrier waits for its block's early loads: that pays where the blocks reach
+     * the barrier spread out (B1, 59 blocks: -0.1 us; B1-sn, 60: -0.3..-0.4), not where the
+     * grid is small (C0, 9 blocks: 0..+0.3) or the loads crowd the norm pass (B3, 184 blocks
+     * at two a multiprocessor: +3.0), as an earlier form that ran every grid it could hold
+     * in one pass measured. */
+    a->one_pass = want >= 32 && want <= (uint64_t)sms && per_sm1 >= 1;
+    if (a->one_pass)
+        return (unsigned int)want;
     const uint64_t cap = (uint64_t)per_sm * (uint64_t)sms;
     const uint64_t g = want < cap ? want : cap;
     return (unsigned int)(g < 2 ? 2 : g);
@@ -416,9 +588,12 @@ cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaS
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (many_parts(a))
-        return cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>, *a);
-    return cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel<1>, *a);
+    const bool many = many_parts(a);
+    if (a->one_pass)
+        return many ? cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel_one<FHD_OPT_MAX_EXTRA>, *a)
+                    : cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel_one<1>, *a);
+    return many ? cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>, *a)
+                : cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel<1>, *a);
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph
@@ -429,7 +604,9 @@ cudaError_t fhd__cuda_optim_preload(void) {
                        (const void *)fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA>,
                        (const void *)fhd_adam_step_kernel,
                        (const void *)fhd_opt_fused_kernel<1>,
-                       (const void *)fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>};
+                       (const void *)fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>,
+                       (const void *)fhd_opt_fused_kernel_one<1>,
+                       (const void *)fhd_opt_fused_kernel_one<FHD_OPT_MAX_EXTRA>};
     for (const void *f : k) {
         const cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)

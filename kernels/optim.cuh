@@ -79,6 +79,7 @@ typedef struct fhd__opt_args {
     uint32_t nseg;
     uint32_t nblocks;      /* norm / Adam grid (Adam adds sn_blocks) */
     uint32_t sn_blocks;    /* Adam blocks that copy the SN vectors */
+    uint32_t one_pass;     /* the fused pass in one pass (fhd__cuda_opt_fused_grid) */
     fhd__opt_sn sn[FHD_OPT_MAX_SN];
     uint32_t nsn;
     double *partial;       /* (nblocks, 4) */
@@ -103,8 +104,9 @@ void fhd__cuda_opt_plan(fhd__opt_args *a);
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream);
 cudaError_t fhd__cuda_adam_step(const fhd__opt_args *a, cudaStream_t stream);
 /* Grid of the fused pass: every block co-resident (cooperative launch), at most one per
- * block of the two passes; 0 when the device cannot launch cooperative kernels. */
-unsigned int fhd__cuda_opt_fused_grid(const fhd__opt_args *a, int device);
+ * block of the two passes; 0 when the device cannot launch cooperative kernels. Sets
+ * a->one_pass where the grid is one block of each pass per block and the one-pass form pays. */
+unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device);
 /* Norm, clip and Adam in one cooperative launch (the two kernels above, with a grid barrier
  * between them). */
 cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaStream_t stream);
