@@ -388,11 +388,8 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
                 }
             }
         }
-    } else if (due) { /* the target keeps the online power-iteration state */
-        const uint64_t start = (uint64_t)(blk - a.nblocks) * FHD_OPT_CHUNK;
-        const uint64_t end = start + FHD_OPT_CHUNK < a.sn_size ? start + FHD_OPT_CHUNK : a.sn_size;
-        for (uint64_t e = start + threadIdx.x; e < end; e += OPT_THREADS)
-            a.sn_vec[a.sn_size + e] = a.sn_vec[e];
+    } else if (due) {
+        sn_copy_block(a, blk);
     }
 }
 
