@@ -22,7 +22,9 @@ static __device__ __forceinline__ int find_segment(const fhd__opt_args &a, uint3
 
 /* Block blk of the norm pass: its chunk's partial sums (bias segments: the gradient itself
  * first, from the column partials) into partial[blk]. Called by whole blocks. */
-template <int MAXX> /* the most parts a segment's extra may have (registers: MAXX x OPT_PER) */
+template <int MAXX, bool SN> /* MAXX: the most parts a segment's extra may have (registers: MAXX x
+                              * OPT_PER); SN: a plan with spectrally normalised layers (without,
+                              * their paths are not compiled in) */
 static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *red) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     const int si = find_segment(a, blk);
@@ -92,7 +94,7 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
                     a.grad[e] = g[k];
             }
         }
-        if (S.sn < 0) {
+        if (!SN || S.sn < 0) {
 #pragma unroll
             for (int k = 0; k < OPT_PER; k++)
                 s0 += (double)g[k] * g[k];
@@ -132,6 +134,7 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
 /* The per-segment sums of every norm block's partials, in block order, then the global norm,
  * the clip coefficient, the SN gradient coefficients and Adam's bias corrections into *ci.
  * Called by a whole block after every norm block has written its partials. */
+template <bool SN>
 static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, float step,
                                    float bc2_sqrt) {
     __shared__ double segsum[FHD_OPT_MAX_SEGMENTS][4];
@@ -139,7 +142,7 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     /* the SN layers' sigma and |u|^2, |v|^2 for thread 0 below, loaded in parallel with the
      * partial sums (one L2 round trip, not three per layer in a row) */
-    for (uint32_t l = threadIdx.x; l < a.nsn; l += OPT_THREADS) {
+    for (uint32_t l = threadIdx.x; SN && l < a.nsn; l += OPT_THREADS) {
         sn_sigma[l] = *a.sn[l].sigma;
         sn_uu[l] = a.sn[l].norms[0];
         sn_vv[l] = a.sn[l].norms[1];
@@ -156,7 +159,7 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
         double total = 0.0;
         for (uint32_t s = 0; s < a.nseg; s++) {
             const int32_t l = a.seg[s].sn;
-            if (l < 0) {
+            if (!SN || l < 0) {
                 total += segsum[s][0];
                 continue;
             }
@@ -193,13 +196,13 @@ template <int MAXX>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_clip_grad_norm_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
-    norm_block<MAXX>(a, blockIdx.x, red);
+    norm_block<MAXX, true>(a, blockIdx.x, red);
     if (!fhd_last_block_done(a.done_norm, gridDim.x))
         return;
     __shared__ float sc[2];
     if (threadIdx.x == 0)
         fhd_adam_scalars(a.lr, a.beta1, a.beta2, a.st->updates + 1, &sc[0], &sc[1]);
-    finish_norm(a, a.clip, sc[0], sc[1]); /* its barriers publish sc */
+    finish_norm<true>(a, a.clip, sc[0], sc[1]); /* its barriers publish sc */
     if (threadIdx.x == 0)
         a.st->grad_norm = a.clip->norm;
 }
@@ -210,6 +213,7 @@ struct adam_coef {
     float coef, b2, omb1, omb2, step, bc2_sqrt, wd, decay, sc, sinv;
 };
 
+template <bool SN>
 static __device__ __forceinline__ adam_coef adam_coefs(const fhd__opt_args &a,
                                                        const fhd__opt_segment &S,
                                                        const fhd__clip_info &ci) {
@@ -226,7 +230,7 @@ static __device__ __forceinline__ adam_coef adam_coefs(const fhd__opt_args &a,
     c.decay = (float)__dsub_rn(1.0, __dmul_rn(a.lr, a.weight_decay));
     c.sc = 0.0f;
     c.sinv = 1.0f;
-    if (S.sn >= 0) {
+    if (SN && S.sn >= 0) {
         c.sc = ci.sn_c[S.sn];
         c.sinv = ci.sn_inv[S.sn];
     }
@@ -289,10 +293,12 @@ static __device__ __forceinline__ void adam_range(const fhd__opt_args &a, int si
 
 /* Loads of all OPT_PER elements but the gradient's, each issued before any is used: the
  * weights, moments and (SN) u_i, v_j. */
+template <bool SN>
 static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in &R) {
     const fhd__opt_segment &S = *R.S;
-    const float *u = S.sn >= 0 ? a.sn[S.sn].u : nullptr, *v = S.sn >= 0 ? a.sn[S.sn].v : nullptr;
-    const uint32_t k = S.sn >= 0 ? a.sn[S.sn].k : 1u;
+    const bool sn = SN && S.sn >= 0;
+    const float *u = sn ? a.sn[S.sn].u : nullptr, *v = sn ? a.sn[S.sn].v : nullptr;
+    const uint32_t k = sn ? a.sn[S.sn].k : 1u;
 #pragma unroll
     for (int j = 0; j < OPT_PER; j++) {
         const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
@@ -311,6 +317,7 @@ static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in
 /* Block blk of the Adam pass (blocks past the segments copy the SN vectors when due). Its
  * arithmetic is adam_elem's, written out: through adam_elem this kernel's code grew by 256
  * bytes, and the optimiser's time follows its code (fhd_opt_fused_kernel_one). */
+template <bool SN>
 static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t t, bool due,
                                   const fhd__clip_info &ci) {
     if (blk < a.nblocks) {
@@ -330,7 +337,7 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
             const float *u = nullptr, *v = nullptr;
             float sc = 0.0f, sinv = 1.0f;
             uint32_t k = 1;
-            if (S.sn >= 0) {
+            if (SN && S.sn >= 0) {
                 u = a.sn[S.sn].u;
                 v = a.sn[S.sn].v;
                 k = a.sn[S.sn].k;
@@ -397,7 +404,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
     fhd_adam_step_kernel(const __grid_constant__ fhd__opt_args a) {
     const uint64_t t = a.st->updates + 1;
     const bool due = (t % a.target_interval) == 0;
-    adam_block(a, blockIdx.x, t, due, *a.clip);
+    adam_block<true>(a, blockIdx.x, t, due, *a.clip);
     if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0) {
         a.st->updates = t; /* every block has read the counter */
         a.st->stats_update = t;
@@ -430,7 +437,7 @@ static __device__ __forceinline__ void publish(const fhd__opt_args &a, const fhd
  * blockIdx.x + gridDim.x, ... of each pass: the norm pass, a grid barrier, the norm and clip
  * coefficient computed by every block (the same sums in the same order: the same values), the
  * Adam pass. One graph node instead of two on the update's critical path. */
-template <int MAXX>
+template <int MAXX, bool SN>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_opt_fused_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
@@ -441,15 +448,15 @@ __global__ void __launch_bounds__(OPT_THREADS)
      * delayed block 0's arrival at the barrier by ~1,700 cycles, 0.9 us) */
     const float pre_step = __ldcg(&a.clip->pre_step), pre_bc2 = __ldcg(&a.clip->pre_bc2_sqrt);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks; blk += gridDim.x)
-        norm_block<MAXX>(a, blk, red);
+        norm_block<MAXX, SN>(a, blk, red);
     /* the grid barrier orders the partials (thread 0 writes them; it is the block's master,
      * whose arrival is a release at GPU scope, and the wait an acquire); a __threadfence in
      * every thread before it only delayed the arrival (B1 -0.35 us without it) */
     cooperative_groups::this_grid().sync();
-    finish_norm(a, &ci, pre_step, pre_bc2);
+    finish_norm<SN>(a, &ci, pre_step, pre_bc2);
     publish(a, ci, t);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks + a.sn_blocks; blk += gridDim.x)
-        adam_block(a, blk, t, due, ci);
+        adam_block<SN>(a, blk, t, due, ci);
 }
 
 /* The fused pass where the grid covers both passes (fhd__cuda_opt_fused_grid says where that
@@ -457,7 +464,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
  * and SN vectors before the grid barrier, and the gradient's (the norm pass writes the summed
  * parts and bias gradients into it) after. A kernel of its own: in one kernel with the form
  * above the two doubled the code, and the optimiser's time on B1 went from 8.3 to 11.0 us. */
-template <int MAXX>
+template <int MAXX, bool SN>
 __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the barrier: no spills */
     fhd_opt_fused_kernel_one(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
@@ -468,14 +475,14 @@ __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the 
     const uint32_t blk = blockIdx.x;
     const int si = blk < a.nblocks ? find_segment(a, blk) : -1;
     if (blk < a.nblocks)
-        norm_block<MAXX>(a, blk, red);
+        norm_block<MAXX, SN>(a, blk, red);
     adam_in R;
     if (si >= 0) {
         adam_range(a, si, R);
-        adam_load(a, R);
+        adam_load<SN>(a, R);
     }
     cooperative_groups::this_grid().sync();
-    finish_norm(a, &ci, pre_step, pre_bc2);
+    finish_norm<SN>(a, &ci, pre_step, pre_bc2);
     publish(a, ci, t);
     if (si < 0) {
         if (blk >= a.nblocks && due)
@@ -487,8 +494,8 @@ __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the 
         const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
         R.g[j] = e < R.end ? a.grad[e] : 0.0f;
     }
-    const adam_coef c = adam_coefs(a, *R.S, ci);
-    const bool sn = R.S->sn >= 0;
+    const adam_coef c = adam_coefs<SN>(a, *R.S, ci);
+    const bool sn = SN && R.S->sn >= 0;
 #pragma unroll
     for (int j = 0; j < OPT_PER; j++) {
         const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
@@ -526,12 +533,24 @@ static bool many_parts(const fhd__opt_args *a) {
     return false;
 }
 
+/* The fused kernels' instance for a plan: the loop or the one-pass form, one further part or
+ * more, with or without the spectral-norm paths (code a plan does not run is code its SMs do
+ * not fetch). */
+template <bool ONE, int MAXX, bool SN> static const void *fused_instance() {
+    return ONE ? (const void *)fhd_opt_fused_kernel_one<MAXX, SN>
+               : (const void *)fhd_opt_fused_kernel<MAXX, SN>;
+}
+
+template <bool ONE> static const void *fused_instance(const fhd__opt_args *a) {
+    const bool many = many_parts(a), sn = a->nsn > 0;
+    if (many)
+        return sn ? fused_instance<ONE, FHD_OPT_MAX_EXTRA, true>()
+                  : fused_instance<ONE, FHD_OPT_MAX_EXTRA, false>();
+    return sn ? fused_instance<ONE, 1, true>() : fused_instance<ONE, 1, false>();
+}
+
 static const void *fused_kernel(const fhd__opt_args *a, bool one) {
-    if (one)
-        return many_parts(a) ? (const void *)fhd_opt_fused_kernel_one<FHD_OPT_MAX_EXTRA>
-                             : (const void *)fhd_opt_fused_kernel_one<1>;
-    return many_parts(a) ? (const void *)fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>
-                         : (const void *)fhd_opt_fused_kernel<1>;
+    return one ? fused_instance<true>(a) : fused_instance<false>(a);
 }
 
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream) {
@@ -585,12 +604,8 @@ cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaS
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    const bool many = many_parts(a);
-    if (a->one_pass)
-        return many ? cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel_one<FHD_OPT_MAX_EXTRA>, *a)
-                    : cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel_one<1>, *a);
-    return many ? cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>, *a)
-                : cudaLaunchKernelEx(&cfg, fhd_opt_fused_kernel<1>, *a);
+    void *args[] = {(void *)a};
+    return cudaLaunchKernelExC(&cfg, fused_kernel(a, a->one_pass != 0), args);
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph
@@ -600,10 +615,14 @@ cudaError_t fhd__cuda_optim_preload(void) {
     const void *k[] = {(const void *)fhd_clip_grad_norm_kernel<1>,
                        (const void *)fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA>,
                        (const void *)fhd_adam_step_kernel,
-                       (const void *)fhd_opt_fused_kernel<1>,
-                       (const void *)fhd_opt_fused_kernel<FHD_OPT_MAX_EXTRA>,
-                       (const void *)fhd_opt_fused_kernel_one<1>,
-                       (const void *)fhd_opt_fused_kernel_one<FHD_OPT_MAX_EXTRA>};
+                       fused_instance<false, 1, false>(),
+                       fused_instance<false, 1, true>(),
+                       fused_instance<false, FHD_OPT_MAX_EXTRA, false>(),
+                       fused_instance<false, FHD_OPT_MAX_EXTRA, true>(),
+                       fused_instance<true, 1, false>(),
+                       fused_instance<true, 1, true>(),
+                       fused_instance<true, FHD_OPT_MAX_EXTRA, false>(),
+                       fused_instance<true, FHD_OPT_MAX_EXTRA, true>()};
     for (const void *f : k) {
         const cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)
