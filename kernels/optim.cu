@@ -9,8 +9,10 @@
 #include "optim.cuh"
 
 #define OPT_THREADS 256
-#define OPT_PER 8 /* elements per thread, loaded before any is used */
-static_assert(FHD_OPT_CHUNK == OPT_THREADS * OPT_PER, "a weight block covers its chunk");
+/* A weight block's elements per thread (PER below), each loaded before any is used: 8 (chunks
+ * of FHD_OPT_CHUNK elements) or 4 (FHD_OPT_CHUNK_MIN), fhd__opt_args.per */
+static_assert(FHD_OPT_CHUNK == OPT_THREADS * 8 && FHD_OPT_CHUNK_MIN == OPT_THREADS * 4,
+              "a weight block covers its chunk");
 static_assert(FHD_OPT_BIAS_COLS * (OPT_THREADS / 32) == OPT_THREADS, "bias block: 32 x 8");
 
 static __device__ __forceinline__ int find_segment(const fhd__opt_args &a, uint32_t blk) {
@@ -22,9 +24,10 @@ static __device__ __forceinline__ int find_segment(const fhd__opt_args &a, uint3
 
 /* Block blk of the norm pass: its chunk's partial sums (bias segments: the gradient itself
  * first, from the column partials) into partial[blk]. Called by whole blocks. */
-template <int MAXX, bool SN> /* MAXX: the most parts a segment's extra may have (registers: MAXX x
-                              * OPT_PER); SN: a plan with spectrally normalised layers (without,
-                              * their paths are not compiled in) */
+template <int MAXX, bool SN, int PER> /* MAXX: the most parts a segment's extra may have
+                                       * (registers: MAXX x PER); SN: a plan with spectrally
+                                       * normalised layers (without, their paths are not
+                                       * compiled in); PER: fhd__opt_args.per */
 static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *red) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     const int si = find_segment(a, blk);
@@ -64,27 +67,27 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
             }
         } else {
         /* every element's loads issued before the first is used */
-        float g[OPT_PER];
+        float g[PER];
 #pragma unroll
-        for (int k = 0; k < OPT_PER; k++) {
+        for (int k = 0; k < PER; k++) {
             const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
             g[k] = e < end ? a.grad[e] : 0.0f;
         }
         if (S.extra) { /* further parts of the gradient (a split dW GEMM's second half, or
                         * layer 0's dW partials): every part's loads first, then the sum in part
                         * order */
-            float x[MAXX][OPT_PER];
+            float x[MAXX][PER];
 #pragma unroll
             for (int q = 0; q < MAXX; q++)
 #pragma unroll
-                for (int k = 0; k < OPT_PER; k++) {
+                for (int k = 0; k < PER; k++) {
                     const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
                     x[q][k] = (uint32_t)q < S.nextra && e < end
                                   ? S.extra[(size_t)q * S.len + (e - S.off)]
                                   : 0.0f;
                 }
 #pragma unroll
-            for (int k = 0; k < OPT_PER; k++) {
+            for (int k = 0; k < PER; k++) {
                 const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
 #pragma unroll
                 for (int q = 0; q < MAXX; q++)
@@ -96,13 +99,13 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
         }
         if (!SN || S.sn < 0) {
 #pragma unroll
-            for (int k = 0; k < OPT_PER; k++)
+            for (int k = 0; k < PER; k++)
                 s0 += (double)g[k] * g[k];
         } else {
             const fhd__opt_sn &L = a.sn[S.sn];
-            float w[OPT_PER], ur[OPT_PER], vc[OPT_PER];
+            float w[PER], ur[PER], vc[PER];
 #pragma unroll
-            for (int k = 0; k < OPT_PER; k++) {
+            for (int k = 0; k < PER; k++) {
                 const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
                 const bool in = e < end;
                 const uint32_t loc = in ? (uint32_t)(e - S.off) : 0u; /* m k < 2^32 */
@@ -111,7 +114,7 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
                 vc[k] = in ? L.v[loc % L.k] : 0.0f;
             }
 #pragma unroll
-            for (int k = 0; k < OPT_PER; k++) {
+            for (int k = 0; k < PER; k++) {
                 const double gd = g[k];
                 s1 += gd * gd;
                 s2 += gd * (double)w[k];
@@ -192,11 +195,11 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
     __syncthreads();
 }
 
-template <int MAXX>
+template <int MAXX, int PER>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_clip_grad_norm_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
-    norm_block<MAXX, true>(a, blockIdx.x, red);
+    norm_block<MAXX, true, PER>(a, blockIdx.x, red);
     if (!fhd_last_block_done(a.done_norm, gridDim.x))
         return;
     __shared__ float sc[2];
@@ -278,29 +281,31 @@ static __device__ __forceinline__ void sn_copy_block(const fhd__opt_args &a, uin
 }
 
 /* A block's Adam inputs: its segment's range, and (after load) every element's values. */
-struct adam_in {
+template <int PER> struct adam_in {
     const fhd__opt_segment *S;
     uint64_t start, end;
-    float g[OPT_PER], pv[OPT_PER], m0[OPT_PER], v0[OPT_PER], ur[OPT_PER], vc[OPT_PER];
+    float g[PER], pv[PER], m0[PER], v0[PER], ur[PER], vc[PER];
 };
 
-static __device__ __forceinline__ void adam_range(const fhd__opt_args &a, int si, adam_in &R) {
+template <int PER>
+static __device__ __forceinline__ void adam_range(const fhd__opt_args &a, int si,
+                                                  adam_in<PER> &R) {
     R.S = &a.seg[si];
     R.start = R.S->off + (uint64_t)(blockIdx.x - R.S->block0) * R.S->chunk;
     R.end = R.start + R.S->chunk < R.S->off + R.S->len ? R.start + R.S->chunk
                                                         : R.S->off + R.S->len;
 }
 
-/* Loads of all OPT_PER elements but the gradient's, each issued before any is used: the
+/* Loads of all PER elements but the gradient's, each issued before any is used: the
  * weights, moments and (SN) u_i, v_j. */
-template <bool SN>
-static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in &R) {
+template <bool SN, int PER>
+static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in<PER> &R) {
     const fhd__opt_segment &S = *R.S;
     const bool sn = SN && S.sn >= 0;
     const float *u = sn ? a.sn[S.sn].u : nullptr, *v = sn ? a.sn[S.sn].v : nullptr;
     const uint32_t k = sn ? a.sn[S.sn].k : 1u;
 #pragma unroll
-    for (int j = 0; j < OPT_PER; j++) {
+    for (int j = 0; j < PER; j++) {
         const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
         const bool in = e < R.end;
         R.pv[j] = in ? a.params[e] : 0.0f;
@@ -317,7 +322,7 @@ static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in
 /* Block blk of the Adam pass (blocks past the segments copy the SN vectors when due). Its
  * arithmetic is adam_elem's, written out: through adam_elem this kernel's code grew by 256
  * bytes, and the optimiser's time follows its code (fhd_opt_fused_kernel_one). */
-template <bool SN>
+template <bool SN, int PER>
 static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t t, bool due,
                                   const fhd__clip_info &ci) {
     if (blk < a.nblocks) {
@@ -344,10 +349,10 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
                 sc = ci.sn_c[S.sn];
                 sinv = ci.sn_inv[S.sn];
             }
-            /* loads of all OPT_PER elements first, then the arithmetic and the stores */
-            float g[OPT_PER], pv[OPT_PER], m0[OPT_PER], v0[OPT_PER], ur[OPT_PER], vc[OPT_PER];
+            /* loads of all PER elements first, then the arithmetic and the stores */
+            float g[PER], pv[PER], m0[PER], v0[PER], ur[PER], vc[PER];
 #pragma unroll
-            for (int j = 0; j < OPT_PER; j++) {
+            for (int j = 0; j < PER; j++) {
                 const uint64_t e = start + (uint64_t)j * OPT_THREADS + threadIdx.x;
                 const bool in = e < end;
                 g[j] = in ? a.grad[e] : 0.0f;
@@ -361,7 +366,7 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
                 }
             }
 #pragma unroll
-            for (int j = 0; j < OPT_PER; j++) {
+            for (int j = 0; j < PER; j++) {
                 const uint64_t e = start + (uint64_t)j * OPT_THREADS + threadIdx.x;
                 if (e >= end)
                     break;
@@ -400,11 +405,12 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
     }
 }
 
+template <int PER>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_adam_step_kernel(const __grid_constant__ fhd__opt_args a) {
     const uint64_t t = a.st->updates + 1;
     const bool due = (t % a.target_interval) == 0;
-    adam_block<true>(a, blockIdx.x, t, due, *a.clip);
+    adam_block<true, PER>(a, blockIdx.x, t, due, *a.clip);
     if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0) {
         a.st->updates = t; /* every block has read the counter */
         a.st->stats_update = t;
@@ -437,7 +443,7 @@ static __device__ __forceinline__ void publish(const fhd__opt_args &a, const fhd
  * blockIdx.x + gridDim.x, ... of each pass: the norm pass, a grid barrier, the norm and clip
  * coefficient computed by every block (the same sums in the same order: the same values), the
  * Adam pass. One graph node instead of two on the update's critical path. */
-template <int MAXX, bool SN>
+template <int MAXX, bool SN, int PER>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_opt_fused_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
@@ -448,7 +454,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
      * delayed block 0's arrival at the barrier by ~1,700 cycles, 0.9 us) */
     const float pre_step = __ldcg(&a.clip->pre_step), pre_bc2 = __ldcg(&a.clip->pre_bc2_sqrt);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks; blk += gridDim.x)
-        norm_block<MAXX, SN>(a, blk, red);
+        norm_block<MAXX, SN, PER>(a, blk, red);
     /* the grid barrier orders the partials (thread 0 writes them; it is the block's master,
      * whose arrival is a release at GPU scope, and the wait an acquire); a __threadfence in
      * every thread before it only delayed the arrival (B1 -0.35 us without it) */
@@ -456,7 +462,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
     finish_norm<SN>(a, &ci, pre_step, pre_bc2);
     publish(a, ci, t);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks + a.sn_blocks; blk += gridDim.x)
-        adam_block<SN>(a, blk, t, due, ci);
+        adam_block<SN, PER>(a, blk, t, due, ci);
 }
 
 /* The fused pass where the grid covers both passes (fhd__cuda_opt_fused_grid says where that
@@ -464,7 +470,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
  * and SN vectors before the grid barrier, and the gradient's (the norm pass writes the summed
  * parts and bias gradients into it) after. A kernel of its own: in one kernel with the form
  * above the two doubled the code, and the optimiser's time on B1 went from 8.3 to 11.0 us. */
-template <int MAXX, bool SN>
+template <int MAXX, bool SN, int PER>
 __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the barrier: no spills */
     fhd_opt_fused_kernel_one(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
@@ -475,11 +481,11 @@ __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the 
     const uint32_t blk = blockIdx.x;
     const int si = blk < a.nblocks ? find_segment(a, blk) : -1;
     if (blk < a.nblocks)
-        norm_block<MAXX, SN>(a, blk, red);
-    adam_in R;
+        norm_block<MAXX, SN, PER>(a, blk, red);
+    adam_in<PER> R;
     if (si >= 0) {
         adam_range(a, si, R);
-        adam_load<SN>(a, R);
+        adam_load<SN, PER>(a, R);
     }
     cooperative_groups::this_grid().sync();
     finish_norm<SN>(a, &ci, pre_step, pre_bc2);
@@ -490,14 +496,14 @@ __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the 
         return;
     }
 #pragma unroll
-    for (int j = 0; j < OPT_PER; j++) {
+    for (int j = 0; j < PER; j++) {
         const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
         R.g[j] = e < R.end ? a.grad[e] : 0.0f;
     }
     const adam_coef c = adam_coefs<SN>(a, *R.S, ci);
     const bool sn = SN && R.S->sn >= 0;
 #pragma unroll
-    for (int j = 0; j < OPT_PER; j++) {
+    for (int j = 0; j < PER; j++) {
         const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
         if (e >= R.end)
             break;
@@ -505,11 +511,12 @@ __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the 
     }
 }
 
-void fhd__cuda_opt_plan(fhd__opt_args *a) {
+void fhd__cuda_opt_plan(fhd__opt_args *a, uint32_t per) {
+    a->per = per;
     uint32_t b = 0;
     for (uint32_t s = 0; s < a->nseg; s++) {
         a->seg[s].block0 = b;
-        a->seg[s].chunk = a->seg[s].partial ? FHD_OPT_BIAS_COLS : FHD_OPT_CHUNK;
+        a->seg[s].chunk = a->seg[s].partial ? FHD_OPT_BIAS_COLS : per * OPT_THREADS;
         a->seg[s].nblocks = (uint32_t)fhd_cdiv(a->seg[s].len, a->seg[s].chunk);
         b += a->seg[s].nblocks;
     }
@@ -536,17 +543,21 @@ static bool many_parts(const fhd__opt_args *a) {
 /* The fused kernels' instance for a plan: the loop or the one-pass form, one further part or
  * more, with or without the spectral-norm paths (code a plan does not run is code its SMs do
  * not fetch). */
-template <bool ONE, int MAXX, bool SN> static const void *fused_instance() {
-    return ONE ? (const void *)fhd_opt_fused_kernel_one<MAXX, SN>
-               : (const void *)fhd_opt_fused_kernel<MAXX, SN>;
+template <bool ONE, int MAXX, bool SN, int PER> static const void *fused_instance() {
+    return ONE ? (const void *)fhd_opt_fused_kernel_one<MAXX, SN, PER>
+               : (const void *)fhd_opt_fused_kernel<MAXX, SN, PER>;
+}
+
+template <bool ONE, int PER> static const void *fused_instance(const fhd__opt_args *a) {
+    const bool many = many_parts(a), sn = a->nsn > 0;
+    if (many)
+        return sn ? fused_instance<ONE, FHD_OPT_MAX_EXTRA, true, PER>()
+                  : fused_instance<ONE, FHD_OPT_MAX_EXTRA, false, PER>();
+    return sn ? fused_instance<ONE, 1, true, PER>() : fused_instance<ONE, 1, false, PER>();
 }
 
 template <bool ONE> static const void *fused_instance(const fhd__opt_args *a) {
-    const bool many = many_parts(a), sn = a->nsn > 0;
-    if (many)
-        return sn ? fused_instance<ONE, FHD_OPT_MAX_EXTRA, true>()
-                  : fused_instance<ONE, FHD_OPT_MAX_EXTRA, false>();
-    return sn ? fused_instance<ONE, 1, true>() : fused_instance<ONE, 1, false>();
+    return a->per == 4 ? fused_instance<ONE, 4>(a) : fused_instance<ONE, 8>(a);
 }
 
 static const void *fused_kernel(const fhd__opt_args *a, bool one) {
@@ -554,27 +565,48 @@ static const void *fused_kernel(const fhd__opt_args *a, bool one) {
 }
 
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream) {
-    if (many_parts(a))
-        fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
-    else
-        fhd_clip_grad_norm_kernel<1><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+    const bool many = many_parts(a);
+    if (a->per == 4) {
+        if (many)
+            fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, 4><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+        else
+            fhd_clip_grad_norm_kernel<1, 4><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+    } else if (many) {
+        fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, 8><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+    } else {
+        fhd_clip_grad_norm_kernel<1, 8><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+    }
     return cudaGetLastError();
 }
 
 cudaError_t fhd__cuda_adam_step(const fhd__opt_args *a, cudaStream_t stream) {
-    fhd_adam_step_kernel<<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
+    if (a->per == 4)
+        fhd_adam_step_kernel<4><<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
+    else
+        fhd_adam_step_kernel<8><<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 
 unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device) {
     int per_sm = 0, per_sm1 = 0, sms = 0, coop = 0;
     if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device) != cudaSuccess || !coop ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel(a, false),
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    /* Four elements a thread where the blocks of 1024 still fit one a multiprocessor: half the
+     * unrolled code and loads a thread, twice the blocks side by side (B1 -0.4 us, B1-sn -1.6,
+     * C0 -0.9). Where they do not (B3: ~330 blocks), the blocks of 2048 elements: with two
+     * rounds of blocks in the loop form, B3 +1.0..+1.3. */
+    fhd__cuda_opt_plan(a, 4);
+    if ((uint64_t)a->nblocks + a->sn_blocks > (uint64_t)sms)
+        fhd__cuda_opt_plan(a, 8);
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel(a, false),
                                                       OPT_THREADS, 0) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm1, fused_kernel(a, true),
                                                       OPT_THREADS, 0) != cudaSuccess ||
         per_sm < 1) {
+        fhd__cuda_opt_plan(a, 8); /* the two-kernel pass: the plan as set up */
         (void)cudaGetLastError();
         return 0;
     }
@@ -608,25 +640,30 @@ cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaS
     return cudaLaunchKernelExC(&cfg, fused_kernel(a, a->one_pass != 0), args);
 }
 
-/* Load this file's kernels now (lazy module loading must not happen inside a graph
- * capture). */
-cudaError_t fhd__cuda_optim_preload(void) {
+template <int PER> static cudaError_t preload_per() {
     cudaFuncAttributes fa;
-    const void *k[] = {(const void *)fhd_clip_grad_norm_kernel<1>,
-                       (const void *)fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA>,
-                       (const void *)fhd_adam_step_kernel,
-                       fused_instance<false, 1, false>(),
-                       fused_instance<false, 1, true>(),
-                       fused_instance<false, FHD_OPT_MAX_EXTRA, false>(),
-                       fused_instance<false, FHD_OPT_MAX_EXTRA, true>(),
-                       fused_instance<true, 1, false>(),
-                       fused_instance<true, 1, true>(),
-                       fused_instance<true, FHD_OPT_MAX_EXTRA, false>(),
-                       fused_instance<true, FHD_OPT_MAX_EXTRA, true>()};
+    const void *k[] = {(const void *)fhd_clip_grad_norm_kernel<1, PER>,
+                       (const void *)fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, PER>,
+                       (const void *)fhd_adam_step_kernel<PER>,
+                       fused_instance<false, 1, false, PER>(),
+                       fused_instance<false, 1, true, PER>(),
+                       fused_instance<false, FHD_OPT_MAX_EXTRA, false, PER>(),
+                       fused_instance<false, FHD_OPT_MAX_EXTRA, true, PER>(),
+                       fused_instance<true, 1, false, PER>(),
+                       fused_instance<true, 1, true, PER>(),
+                       fused_instance<true, FHD_OPT_MAX_EXTRA, false, PER>(),
+                       fused_instance<true, FHD_OPT_MAX_EXTRA, true, PER>()};
     for (const void *f : k) {
         const cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)
             return e;
     }
     return cudaSuccess;
+}
+
+/* Load this file's kernels now (lazy module loading must not happen inside a graph
+ * capture). */
+cudaError_t fhd__cuda_optim_preload(void) {
+    const cudaError_t e = preload_per<4>();
+    return e != cudaSuccess ? e : preload_per<8>();
 }

@@ -34,7 +34,8 @@ typedef struct fhd__opt_segment {
     uint64_t off, len;     /* element range of the flat buffers */
     int32_t sn;            /* index into sn[] or -1 */
     uint32_t block0, nblocks;
-    uint32_t chunk;        /* elements per block: FHD_OPT_CHUNK, or FHD_OPT_BIAS_COLS (bias) */
+    uint32_t chunk;        /* elements per block: 256 x fhd__opt_args.per, or FHD_OPT_BIAS_COLS
+                            * (bias) */
     const float *partial;  /* bias segment: (nparts, len) column partials; NULL otherwise */
     uint32_t nparts;
     const float *extra;    /* weight segment: (nextra, len) further parts of its gradient (the
@@ -46,7 +47,9 @@ typedef struct fhd__opt_segment {
 
 #define FHD_OPT_MAX_EXTRA 3
 
-#define FHD_OPT_CHUNK 2048    /* elements per block of a weight segment */
+#define FHD_OPT_CHUNK 2048    /* elements per block of a weight segment (8 a thread), and of the
+                               * SN-vector copy */
+#define FHD_OPT_CHUNK_MIN 1024 /* the same with 4 a thread */
 #define FHD_OPT_BIAS_COLS 32  /* columns per block of a bias segment */
 
 typedef struct fhd__opt_sn {
@@ -80,6 +83,7 @@ typedef struct fhd__opt_args {
     uint32_t nblocks;      /* norm / Adam grid (Adam adds sn_blocks) */
     uint32_t sn_blocks;    /* Adam blocks that copy the SN vectors */
     uint32_t one_pass;     /* the fused pass in one pass (fhd__cuda_opt_fused_grid) */
+    uint32_t per;          /* elements a thread of a weight block: 8 or 4 (fhd__cuda_opt_plan) */
     fhd__opt_sn sn[FHD_OPT_MAX_SN];
     uint32_t nsn;
     double *partial;       /* (nblocks, 4) */
@@ -99,13 +103,15 @@ typedef struct fhd__opt_args {
     float tau;
 } fhd__opt_args;
 
-/* Fill block0 / nblocks of the segments, the grids and the norm's sum jobs. */
-void fhd__cuda_opt_plan(fhd__opt_args *a);
+/* Fill block0 / nblocks of the segments (blocks of 256 x per weights, per 8 or 4), the grids
+ * and the norm's sum jobs. Any plan suits every kernel; fhd__cuda_opt_fused_grid re-plans. */
+void fhd__cuda_opt_plan(fhd__opt_args *a, uint32_t per);
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream);
 cudaError_t fhd__cuda_adam_step(const fhd__opt_args *a, cudaStream_t stream);
 /* Grid of the fused pass: every block co-resident (cooperative launch), at most one per
- * block of the two passes; 0 when the device cannot launch cooperative kernels. Sets
- * a->one_pass where the grid is one block of each pass per block and the one-pass form pays. */
+ * block of the two passes; 0 when the device cannot launch cooperative kernels. Plans a again
+ * (a->per) and sets a->one_pass where the grid is one block of each pass per block and the
+ * one-pass form pays. */
 unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device);
 /* Norm, clip and Adam in one cooperative launch (the two kernels above, with a grid barrier
  * between them). */

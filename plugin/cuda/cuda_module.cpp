@@ -302,9 +302,10 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         bias_total += lo->layers[l].out;
     }
     bias_total += HO;
-    /* the optimiser grid: one block per 2048 weights and per 32 biases, one more per segment */
+    /* the optimiser grid: one block per 1024 weights at most and per 32 biases, one more per
+     * segment */
     plan_add(p, &b->opt_partial,
-             (P / FHD_OPT_CHUNK + bias_total / FHD_OPT_BIAS_COLS + 2 * FHD_OPT_MAX_SEGMENTS + 2) *
+             (P / FHD_OPT_CHUNK_MIN + bias_total / FHD_OPT_BIAS_COLS + 2 * FHD_OPT_MAX_SEGMENTS + 2) *
                  4 * 8,
              MEM_DEVICE, G_WORK);
     plan_add(p, &b->clip, sizeof(fhd__clip_info), MEM_DEVICE, G_WORK);
