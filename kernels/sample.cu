@@ -3,8 +3,9 @@
  * One warp per sample: every lane draws the same Philox number; the warp descends the sum tree
  * five levels per step (the 32 descendants of a node five levels down are 32 consecutive nodes:
  * one coalesced load, an exact integer prefix sum across the lanes, and a ballot pick the same
- * leaf as fhd__sumtree_descend's one-level-at-a-time walk, in a quarter of the dependent loads),
- * then copies the row's S observation floats and S next-observation floats with coalesced
+ * leaf as fhd__sumtree_descend's one-level-at-a-time walk, in a quarter of the dependent loads;
+ * the first step's load goes out with the total's and the counter's, before the target is
+ * known), then copies the row's S observation floats and S next-observation floats with coalesced
  * (16-byte when S % 4 == 0) loads. Block b handles samples [8b, 8b + 8).
  */
 #include "common.cuh"
@@ -33,15 +34,35 @@ static __device__ __forceinline__ void copy_row(float *dst, const float *src, ui
  * with each left subtree's total, and the subtree totals are exact integer sums of the c's),
  * with the target reduced by the exclusive prefix. Returns the slot; *leaf gets its value. */
 #define FHD_WARP_LEVELS 5
+static __device__ __forceinline__ uint32_t first_step_levels(uint32_t leaves) {
+    const uint32_t depth = 31 - __clz(leaves); /* leaves is a power of two */
+    return depth < FHD_WARP_LEVELS ? depth : FHD_WARP_LEVELS;
+}
+
+/* This lane's node of the descent's first step (the root's descendants first_step_levels
+ * down), which depends on nothing but the tree: loaded with the total, before the target. */
+static __device__ __forceinline__ uint64_t first_step_node(const uint64_t *nodes, uint32_t leaves,
+                                                           int lane) {
+    const uint32_t k = first_step_levels(leaves);
+    return k > 0 && (uint32_t)lane < (1u << k)
+               ? __ldg(reinterpret_cast<const unsigned long long *>(nodes) + (1u << k) + lane)
+               : 0;
+}
+
 static __device__ __forceinline__ uint32_t warp_descend(const uint64_t *nodes, uint32_t leaves,
+                                                        uint64_t c0, uint64_t total,
                                                         uint64_t target, int lane, uint64_t *leaf) {
     uint32_t i = 1, depth = 31 - __clz(leaves); /* leaves is a power of two */
-    uint64_t value = nodes[1];
+    uint64_t value = total;
+    bool first_step = true;
     while (depth > 0) {
         const uint32_t k = depth < FHD_WARP_LEVELS ? depth : FHD_WARP_LEVELS, w = 1u << k;
         const uint32_t first = i << k;
         const uint64_t c =
-            (uint32_t)lane < w ? __ldg(reinterpret_cast<const unsigned long long *>(nodes) + first + lane) : 0;
+            first_step ? c0
+            : (uint32_t)lane < w ? __ldg(reinterpret_cast<const unsigned long long *>(nodes) + first + lane)
+                                 : 0;
+        first_step = false;
         uint64_t incl = c;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
@@ -68,14 +89,16 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
     const uint32_t j = blockIdx.x * SAMPLES_PER_BLOCK + warp;
     uint64_t qj = UINT64_MAX;
     if (j < a.B) {
+        /* the total and the first step's nodes go out with the counter's load */
+        const uint64_t total = a.prioritized ? a.nodes[1] : 0;
+        const uint64_t c0 = a.prioritized ? first_step_node(a.nodes, a.leaves, lane) : 0;
         const uint64_t u = a.ahead ? a.st->sample_ahead : a.st->updates;
         const uint64_t r = fhd__rng_u64(a.seed, FHD_RNG_STREAM_SAMPLE, u, j);
         uint64_t s;
         if (a.prioritized) {
-            const uint64_t total = a.nodes[1];
             if (total) {
-                s = warp_descend(a.nodes, a.leaves, fhd__stratum_target(total, a.B, j, r), lane,
-                                 &qj);
+                s = warp_descend(a.nodes, a.leaves, c0, total,
+                                 fhd__stratum_target(total, a.B, j, r), lane, &qj);
             } else {
                 s = 0;
                 qj = a.nodes[a.leaves];
