@@ -87,6 +87,11 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
     __shared__ uint64_t wmin[SAMPLES_PER_BLOCK];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const uint32_t j = blockIdx.x * SAMPLES_PER_BLOCK + warp;
+    if (a.part == FHD_SAMPLE_OBS) { /* the slots sampled by a FHD_SAMPLE_NO_OBS launch before */
+        if (j < a.B)
+            copy_row(a.g_obs + (size_t)j * a.S, a.r_obs + (size_t)a.idx[j] * a.S, a.S, lane);
+        return;
+    }
     uint64_t qj = UINT64_MAX;
     if (j < a.B) {
         /* the total and the first step's nodes go out with the counter's load */
@@ -113,7 +118,8 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
             if (a.prioritized)
                 a.q[j] = qj;
         }
-        copy_row(a.g_obs + (size_t)j * a.S, a.r_obs + s * a.S, a.S, lane);
+        if (a.part != FHD_SAMPLE_NO_OBS)
+            copy_row(a.g_obs + (size_t)j * a.S, a.r_obs + s * a.S, a.S, lane);
         copy_row(a.g_next + (size_t)j * a.S, a.r_next + s * a.S, a.S, lane);
         for (uint32_t d = lane; d < a.D; d += 32)
             a.g_act[(size_t)j * a.D + d] = a.r_act[s * a.D + d];

@@ -8,10 +8,11 @@
  * weights' batch minimum) are kept for the loss kernel.
  *
  * Sampling ahead: within one train(n) call, update u + 1's batch is sampled at the end of update
- * u (after its priority update, the last writer of the tree, and its layer-0 dW GEMM, the last
- * reader of the batch), beside the optimiser, so that update u + 1 starts with its forward. The
- * tree, the replay and the RNG counter are those the in-update sampling would see: the same
- * batch.
+ * u, beside its backward's tail and the optimiser, so that update u + 1 starts with its forward:
+ * the descent with every row but the obs rows after the priority update (the last writer of the
+ * tree; FHD_SAMPLE_NO_OBS), the obs rows after layer 0's backward (their last reader;
+ * FHD_SAMPLE_OBS). The tree, the replay and the RNG counter are those the in-update sampling
+ * would see: the same batch.
  */
 #ifndef FHD_KERNELS_SAMPLE_CUH
 #define FHD_KERNELS_SAMPLE_CUH
@@ -41,7 +42,13 @@ typedef struct fhd__sample_args {
     int ahead;                     /* 0: the batch of this update (counter st->updates); 1: of
                                     * the next, sampled at the end of this one (counter
                                     * st->sample_ahead) */
+    int part;                      /* FHD_SAMPLE_* below */
 } fhd__sample_args;
+
+/* What a launch does: everything; everything but the obs rows (the descent, as soon as the
+ * tree is final); only the obs rows of the slots in idx (once layer 0's backward, their last
+ * reader, is done). */
+enum { FHD_SAMPLE_ALL = 0, FHD_SAMPLE_NO_OBS = 1, FHD_SAMPLE_OBS = 2 };
 
 /* Blocks of the launch (sizes part_min). */
 unsigned int fhd__cuda_sample_grid(uint32_t B);

@@ -153,6 +153,10 @@ static void prepare_sample(fhd__backend *b) {
     a->part_min = b->part_min;
     b->a_sample_ahead = *a;
     b->a_sample_ahead.ahead = 1;
+    b->a_sample_desc = b->a_sample_ahead;
+    b->a_sample_desc.part = FHD_SAMPLE_NO_OBS;
+    b->a_sample_obs = b->a_sample_ahead;
+    b->a_sample_obs.part = FHD_SAMPLE_OBS;
 }
 
 static int32_t prepare_loss(fhd__backend *b) {

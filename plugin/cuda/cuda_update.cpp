@@ -2,7 +2,8 @@
  * once into a CUDA graph and replayed; train_batch; statistics snapshots.
  *
  * One update, main stream s0 and side stream s1:
- *   s0  sample + gather (train only; on s1, beside the spectral norm, when there is one)
+ *   s0  sample + gather (train only; on s1, beside the spectral norm, when there is one; or
+ *       the update before sampled it ahead, at its end)
  *   s0  spectral norm: [online u = normalize(W v); target sigma], [online v, sigma] (on sm_90
  *       the second a programmatic dependent of the first: its W loads overlap the first's end)
  *       -- fork --
@@ -161,6 +162,9 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
          * readers (the loss kernel before it, layer 0's dW GEMMs) */
         cudaStream_t sa = b->s_hdw; /* after the head's dW GEMM there, if any: it ends earlier */
         FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_tree, 0));
+        /* the descent and every row but the obs rows as soon as the tree is final; the obs
+         * rows (layer 0's input) after their last reader */
+        FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_desc, sa));
         if (b->fuse_dw0) { /* layer 0's ReLU backward reads the batch last */
             FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_dz[0], 0));
         } else {
@@ -168,7 +172,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
             if (b->split_dw0)
                 FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_aux_dw, 0));
         }
-        FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_ahead, sa));
+        FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_obs, sa));
         FHD_CK(b, cudaEventRecord(b->ev_ahead, sa));
     }
     if (b->opt_grid) {

@@ -242,14 +242,15 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
                  "%s: the loss kernel's %d predecessors descend from %d common kernel node(s)", vn,
                  np, common);
     }
-    /* sampling: in the update (before the loss) and ahead (for the next update, at the end) */
+    /* sampling: in the update (before the loss) and ahead (for the next update, at the end),
+     * ahead in two launches: the descent with every row but the obs rows, then those */
     const int in_update = v == FHD_CUDA_GRAPH_SINGLE || v == FHD_CUDA_GRAPH_FIRST;
     const int ahead = v == FHD_CUDA_GRAPH_FIRST || v == FHD_CUDA_GRAPH_STEADY;
-    ct_check(n_sample == in_update + ahead, "%s: %d sampling kernel node(s), %d expected", vn,
-             n_sample, in_update + ahead);
-    static char anc_loss[MAXN], anc_s[MAXN], anc_norm[MAXN];
-    int n_before = 0, n_after = 0;
-    if (loss >= 0 && norm >= 0 && prio >= 0 && n_sample == in_update + ahead) {
+    ct_check(n_sample == in_update + 2 * ahead, "%s: %d sampling kernel node(s), %d expected", vn,
+             n_sample, in_update + 2 * ahead);
+    static char anc_loss[MAXN], anc_s[MAXN], anc_norm[MAXN], anc_desc[MAXN];
+    int n_before = 0, n_after = 0, after[2];
+    if (loss >= 0 && norm >= 0 && prio >= 0 && n_sample == in_update + 2 * ahead) {
         ancestors(loss, anc_loss);
         ancestors(norm, anc_norm);
         for (int k = 0; k < n_sample; k++) {
@@ -257,32 +258,46 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
                 n_before++;
                 continue;
             }
+            if (n_after < 2)
+                after[n_after] = samples[k];
             n_after++;
-            /* ahead: after the tree's last writer and the batch's last readers, beside the
-             * optimiser (neither before nor after it). Layer 0's dW reads the batch last: with
-             * GEMMs for it (here split in halves, and the head's dW precedes the sampling on
-             * its stream), every GEMM kernel must be an ancestor, or one half's wait would be
-             * missing; with its partials made by layer 0's ReLU backward (fuse_dw0), that
-             * kernel */
-            ancestors(samples[k], anc_s);
-            if (relu_dw >= 0) {
-                ct_check(anc_s[prio] && anc_s[loss] && anc_s[relu_dw],
-                         "%s: the sampling ahead follows the loss, the priority update and layer "
-                         "0's ReLU backward with its dW partials", vn);
-            } else {
-                int gemms = 0;
-                for (size_t x = 0; x < nn; x++)
-                    gemms +=
-                        nodes[x].type == cudaGraphNodeTypeKernel && !nodes[x].ours && anc_s[x];
-                ct_check(anc_s[prio] && anc_s[loss] && gemms == n_lib,
-                         "%s: the sampling ahead follows the loss, the priority update and %d of "
-                         "the %d GEMM kernels", vn, gemms, n_lib);
-            }
-            ct_check(!anc_s[norm] && !anc_norm[samples[k]],
-                     "%s: the sampling ahead runs beside the optimiser", vn);
         }
-        ct_check(n_before == in_update && n_after == ahead,
+        ct_check(n_before == in_update && n_after == 2 * ahead,
                  "%s: %d sampling node(s) before the loss, %d after it", vn, n_before, n_after);
+    }
+    if (ahead && n_after == 2) {
+        /* the obs-row launch is the one that descends from the other */
+        ancestors(after[1], anc_s);
+        const int obs = anc_s[after[0]] ? after[1] : after[0], desc = obs == after[1] ? after[0]
+                                                                                   : after[1];
+        ancestors(obs, anc_s);
+        ancestors(desc, anc_desc);
+        ct_check(anc_s[desc], "%s: the obs rows ahead are gathered after the descent", vn);
+        /* both after the tree's last writer, beside the optimiser (neither before nor after
+         * it); the descent not after the batch's last readers, the obs rows after them. Layer
+         * 0's dW reads the batch last: with GEMMs for it (here split in halves, and the head's
+         * dW precedes the sampling on its stream), every GEMM kernel must be an ancestor of
+         * the obs rows' launch, or one half's wait would be missing; with its partials made by
+         * layer 0's ReLU backward (fuse_dw0), that kernel */
+        ct_check(anc_desc[prio] && anc_desc[loss],
+                 "%s: the descent ahead follows the loss and the priority update", vn);
+        if (relu_dw >= 0) {
+            ct_check(anc_s[relu_dw] && !anc_desc[relu_dw],
+                     "%s: the obs rows ahead follow layer 0's ReLU backward with its dW "
+                     "partials, the descent does not wait for it", vn);
+        } else {
+            int gemms = 0, gemms_desc = 0;
+            for (size_t x = 0; x < nn; x++) {
+                const int lib = nodes[x].type == cudaGraphNodeTypeKernel && !nodes[x].ours;
+                gemms += lib && anc_s[x];
+                gemms_desc += lib && anc_desc[x];
+            }
+            ct_check(gemms == n_lib && gemms_desc < n_lib,
+                     "%s: the obs rows ahead follow all %d GEMM kernels (%d), the descent %d of "
+                     "them", vn, n_lib, gemms, gemms_desc);
+        }
+        ct_check(!anc_s[norm] && !anc_norm[obs] && !anc_desc[norm] && !anc_norm[desc],
+                 "%s: the sampling ahead runs beside the optimiser", vn);
     }
     const char *dot = getenv("FHD_GRAPH_DOT");
     if (dot && *dot && v == FHD_CUDA_GRAPH_STEADY)
