@@ -10,8 +10,8 @@
 
 #define OPT_THREADS 256
 /* A weight block's elements per thread (PER below), each loaded before any is used: 8 (chunks
- * of FHD_OPT_CHUNK elements) or 4 (FHD_OPT_CHUNK_MIN), fhd__opt_args.per */
-static_assert(FHD_OPT_CHUNK == OPT_THREADS * 8 && FHD_OPT_CHUNK_MIN == OPT_THREADS * 4,
+ * of FHD_OPT_CHUNK elements), 4 or 2 (FHD_OPT_CHUNK_MIN), fhd__opt_args.per */
+static_assert(FHD_OPT_CHUNK == OPT_THREADS * 8 && FHD_OPT_CHUNK_MIN == OPT_THREADS * 2,
               "a weight block covers its chunk");
 static_assert(FHD_OPT_BIAS_COLS * (OPT_THREADS / 32) == OPT_THREADS, "bias block: 32 x 8");
 
@@ -557,34 +557,52 @@ template <bool ONE, int PER> static const void *fused_instance(const fhd__opt_ar
 }
 
 template <bool ONE> static const void *fused_instance(const fhd__opt_args *a) {
-    return a->per == 4 ? fused_instance<ONE, 4>(a) : fused_instance<ONE, 8>(a);
+    switch (a->per) {
+    case 2:
+        return fused_instance<ONE, 2>(a);
+    case 4:
+        return fused_instance<ONE, 4>(a);
+    default:
+        return fused_instance<ONE, 8>(a);
+    }
 }
 
 static const void *fused_kernel(const fhd__opt_args *a, bool one) {
     return one ? fused_instance<true>(a) : fused_instance<false>(a);
 }
 
-cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream) {
-    const bool many = many_parts(a);
-    if (a->per == 4) {
-        if (many)
-            fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, 4><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
-        else
-            fhd_clip_grad_norm_kernel<1, 4><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
-    } else if (many) {
-        fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, 8><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
-    } else {
-        fhd_clip_grad_norm_kernel<1, 8><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+template <int PER>
+static void two_kernels(const fhd__opt_args *a, bool adam, cudaStream_t stream) {
+    if (adam)
+        fhd_adam_step_kernel<PER><<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
+    else if (many_parts(a))
+        fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, PER>
+            <<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+    else
+        fhd_clip_grad_norm_kernel<1, PER><<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
+}
+
+/* The norm kernel (adam false) or the Adam kernel of a's plan. */
+static cudaError_t launch_two(const fhd__opt_args *a, bool adam, cudaStream_t stream) {
+    switch (a->per) {
+    case 2:
+        two_kernels<2>(a, adam, stream);
+        break;
+    case 4:
+        two_kernels<4>(a, adam, stream);
+        break;
+    default:
+        two_kernels<8>(a, adam, stream);
     }
     return cudaGetLastError();
 }
 
+cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream) {
+    return launch_two(a, false, stream);
+}
+
 cudaError_t fhd__cuda_adam_step(const fhd__opt_args *a, cudaStream_t stream) {
-    if (a->per == 4)
-        fhd_adam_step_kernel<4><<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
-    else
-        fhd_adam_step_kernel<8><<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
-    return cudaGetLastError();
+    return launch_two(a, true, stream);
 }
 
 unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device) {
@@ -594,13 +612,18 @@ unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device) {
         (void)cudaGetLastError();
         return 0;
     }
-    /* Four elements a thread where the blocks of 1024 still fit one a multiprocessor: half the
-     * unrolled code and loads a thread, twice the blocks side by side (B1 -0.4 us, B1-sn -1.6,
-     * C0 -0.9). Where they do not (B3: ~330 blocks), the blocks of 2048 elements: with two
-     * rounds of blocks in the loop form, B3 +1.0..+1.3. */
-    fhd__cuda_opt_plan(a, 4);
-    if ((uint64_t)a->nblocks + a->sn_blocks > (uint64_t)sms)
-        fhd__cuda_opt_plan(a, 8);
+    /* The fewest elements a thread whose blocks the grid holds in one round: 2 (blocks of 512)
+     * where those fit two a multiprocessor, 4 (1024) where they fit one, else 8 (2048). Fewer a
+     * thread is less unrolled code and fewer loads in a row, with more blocks side by side.
+     * Measured on the H200 against the next larger size: 1024 on B1 -0.1 us, B1-sn -1.6..-1.8,
+     * C0 -0.6..-0.8; 512 on B1 -0.1, B1-sn -0.1..-0.2, C0 -0.4..-0.5. B3's ~330 blocks of 1024
+     * would take two rounds in the loop form (+1.0..+1.3): it keeps 2048. */
+    fhd__cuda_opt_plan(a, 2);
+    if ((uint64_t)a->nblocks + a->sn_blocks > 2 * (uint64_t)sms) {
+        fhd__cuda_opt_plan(a, 4);
+        if ((uint64_t)a->nblocks + a->sn_blocks > (uint64_t)sms)
+            fhd__cuda_opt_plan(a, 8);
+    }
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_kernel(a, false),
                                                       OPT_THREADS, 0) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm1, fused_kernel(a, true),
@@ -611,13 +634,15 @@ unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device) {
         return 0;
     }
     const uint64_t want = (uint64_t)a->nblocks + a->sn_blocks;
-    /* One pass where the grid has from 32 blocks to one a multiprocessor. Thread 0's fence
+    /* One pass where the grid has from 32 blocks to one a multiprocessor (blocks of 512: as
+     * many as the multiprocessors hold). Thread 0's fence
      * before the barrier waits for its block's early loads: that pays where the blocks reach
      * the barrier spread out (B1, 59 blocks: -0.1 us; B1-sn, 60: -0.3..-0.4), not where the
      * grid is small (C0, 9 blocks: 0..+0.3) or the loads crowd the norm pass (B3, 184 blocks
      * at two a multiprocessor: +3.0), as an earlier form that ran every grid it could hold
      * in one pass measured. */
-    a->one_pass = want >= 32 && want <= (uint64_t)sms && per_sm1 >= 1;
+    const uint64_t fit = a->per == 2 ? (uint64_t)per_sm1 : 1u;
+    a->one_pass = want >= 32 && want <= fit * (uint64_t)sms && per_sm1 >= 1;
     if (a->one_pass)
         return (unsigned int)want;
     const uint64_t cap = (uint64_t)per_sm * (uint64_t)sms;
@@ -664,6 +689,8 @@ template <int PER> static cudaError_t preload_per() {
 /* Load this file's kernels now (lazy module loading must not happen inside a graph
  * capture). */
 cudaError_t fhd__cuda_optim_preload(void) {
-    const cudaError_t e = preload_per<4>();
+    cudaError_t e = preload_per<2>();
+    if (e == cudaSuccess)
+        e = preload_per<4>();
     return e != cudaSuccess ? e : preload_per<8>();
 }

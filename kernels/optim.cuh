@@ -49,7 +49,7 @@ typedef struct fhd__opt_segment {
 
 #define FHD_OPT_CHUNK 2048    /* elements per block of a weight segment (8 a thread), and of the
                                * SN-vector copy */
-#define FHD_OPT_CHUNK_MIN 1024 /* the same with 4 a thread */
+#define FHD_OPT_CHUNK_MIN 512 /* the same with 2 a thread (fhd__opt_args.per) */
 #define FHD_OPT_BIAS_COLS 32  /* columns per block of a bias segment */
 
 typedef struct fhd__opt_sn {
@@ -83,7 +83,7 @@ typedef struct fhd__opt_args {
     uint32_t nblocks;      /* norm / Adam grid (Adam adds sn_blocks) */
     uint32_t sn_blocks;    /* Adam blocks that copy the SN vectors */
     uint32_t one_pass;     /* the fused pass in one pass (fhd__cuda_opt_fused_grid) */
-    uint32_t per;          /* elements a thread of a weight block: 8 or 4 (fhd__cuda_opt_plan) */
+    uint32_t per;          /* elements a thread of a weight block: 8, 4 or 2 (fhd__cuda_opt_plan) */
     fhd__opt_sn sn[FHD_OPT_MAX_SN];
     uint32_t nsn;
     double *partial;       /* (nblocks, 4) */
@@ -103,7 +103,7 @@ typedef struct fhd__opt_args {
     float tau;
 } fhd__opt_args;
 
-/* Fill block0 / nblocks of the segments (blocks of 256 x per weights, per 8 or 4), the grids
+/* Fill block0 / nblocks of the segments (blocks of 256 x per weights, per 8, 4 or 2), the grids
  * and the norm's sum jobs. Any plan suits every kernel; fhd__cuda_opt_fused_grid re-plans. */
 void fhd__cuda_opt_plan(fhd__opt_args *a, uint32_t per);
 cudaError_t fhd__cuda_clip_grad_norm(const fhd__opt_args *a, cudaStream_t stream);

@@ -302,7 +302,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         bias_total += lo->layers[l].out;
     }
     bias_total += HO;
-    /* the optimiser grid: one block per 1024 weights at most and per 32 biases, one more per
+    /* the optimiser grid: one block per 512 weights at most and per 32 biases, one more per
      * segment */
     plan_add(p, &b->opt_partial,
              (P / FHD_OPT_CHUNK_MIN + bias_total / FHD_OPT_BIAS_COLS + 2 * FHD_OPT_MAX_SEGMENTS + 2) *
