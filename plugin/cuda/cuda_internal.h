@@ -281,8 +281,8 @@ struct fhd__backend {
     fhd__gemm bwd_dx2[FHD_MAXL], bwd_dw0b; /* the second halves (split_dx, split_dw0) */
     fhd__gemm bwd_dzt[FHD_MAXL];           /* dzt[l] = dz[l]^T (dz_t[l]) */
     /* kernel arguments, fixed at create */
-    fhd__sample_args a_sample, a_sample_ahead;
-    fhd__sample_args a_sample_desc, a_sample_obs; /* a_sample_ahead in two launches: all but
+    fhd__sample_args a_sample;
+    fhd__sample_args a_sample_desc, a_sample_obs; /* the next update's batch (ahead): all but
                                                    * the obs rows, then those */
     fhd__sn_args a_sn1, a_sn2, a_sn_eval;
     fhd__loss_args a_loss_train, a_loss_batch;

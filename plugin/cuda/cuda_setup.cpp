@@ -151,11 +151,10 @@ static void prepare_sample(fhd__backend *b) {
     a->idx = b->idx;
     a->q = b->qs;
     a->part_min = b->part_min;
-    b->a_sample_ahead = *a;
-    b->a_sample_ahead.ahead = 1;
-    b->a_sample_desc = b->a_sample_ahead;
+    b->a_sample_desc = *a; /* the next update's batch, sampled ahead in two launches */
+    b->a_sample_desc.ahead = 1;
     b->a_sample_desc.part = FHD_SAMPLE_NO_OBS;
-    b->a_sample_obs = b->a_sample_ahead;
+    b->a_sample_obs = b->a_sample_desc;
     b->a_sample_obs.part = FHD_SAMPLE_OBS;
 }
 
