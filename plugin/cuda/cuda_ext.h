@@ -20,7 +20,12 @@ enum {
     FHD_CUDA_STATE_TREE = 0x1003,
     /* (1..FHD_CUDA_INFO_COUNT) uint64: facts about the plan, the first `count` of
      * FHD_CUDA_INFO_* (a reader built when there were fewer still gets its own). */
-    FHD_CUDA_STATE_INFO = 0x1004
+    FHD_CUDA_STATE_INFO = 0x1004,
+    /* (1) uint64, write only, before the first update: the optimiser's form. 0: as planned (the
+     * fused cooperative pass where the device has cooperative launch); 2, 4 or 8: the two-kernel
+     * pass (norm, then Adam) with that many weights a thread, the form of devices without
+     * cooperative launch. The update is captured again. */
+    FHD_CUDA_STATE_OPT_FORM = 0x1005
 };
 
 /* FHD_CUDA_STATE_DEVPTRS: base address and size in bytes of each device buffer. */
@@ -57,7 +62,10 @@ enum {
                                        * (cuda_gemm.cpp's table) instead of the heuristic's */
     FHD_CUDA_INFO_FUSED_DW0 = 6,      /* 1: layer 0's dW as the ReLU-backward kernel's partials
                                        * (no GEMM; cuda_internal.h, fuse_dw0) */
-    FHD_CUDA_INFO_COUNT = 7
+    FHD_CUDA_INFO_OPT_FORM = 7,       /* the optimiser: 0 two kernels, 1 the fused pass's loop
+                                       * form, 2 its one-pass form (fhd__cuda_opt_fused_grid) */
+    FHD_CUDA_INFO_OPT_PER = 8,        /* its weights a thread (fhd__opt_args.per: 2, 4 or 8) */
+    FHD_CUDA_INFO_COUNT = 9
 };
 
 #endif

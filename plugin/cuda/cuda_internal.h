@@ -288,6 +288,8 @@ struct fhd__backend {
     fhd__loss_args a_loss_train, a_loss_batch;
     fhd__opt_args a_opt;
     unsigned int opt_grid; /* grid of the fused cooperative optimiser pass; 0: two kernels */
+    uint32_t opt_two;      /* 2, 4 or 8: the two kernels forced, with that many weights a
+                            * thread (FHD_CUDA_STATE_OPT_FORM); 0: as planned */
     /* the captured update, FHD_CUDA_GRAPHS variants (cuda_ext.h: FHD_CUDA_GRAPH_*) */
     cudaGraph_t graph[FHD_CUDA_GRAPHS];
     cudaGraphExec_t gexec[FHD_CUDA_GRAPHS];

@@ -100,6 +100,8 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
                      (uint64_t)b->bwd_dx2[l].tuned;
         all[FHD_CUDA_INFO_GEMM_TUNED] = tuned;
         all[FHD_CUDA_INFO_FUSED_DW0] = (uint64_t)b->fuse_dw0;
+        all[FHD_CUDA_INFO_OPT_FORM] = b->opt_grid ? 1u + (b->a_opt.one_pass != 0) : 0u;
+        all[FHD_CUDA_INFO_OPT_PER] = b->a_opt.per;
         for (uint32_t l = 0; l < b->lo.L; l++)
             all[FHD_CUDA_INFO_DZ_TRANSPOSED] |= (uint64_t)(b->dz_t[l] != 0) << l;
         memcpy(o, all, sizeof(uint64_t) * count);
@@ -180,9 +182,45 @@ static int32_t write_priorities(fhd__backend *b, uint64_t offset, uint64_t count
     return rc;
 }
 
+/* FHD_CUDA_STATE_OPT_FORM: the update captured again with the optimiser's form forced (tests
+ * only; before the first update, as the capture's warm-up zeroes the gradient). */
+static int32_t write_opt_form(fhd__backend *b, uint64_t offset, uint64_t count,
+                              const uint64_t *src) {
+    if (offset != 0 || count != 1 || !src)
+        return fhd__cuda_failf(b, FHD_ERR_SIZE_MISMATCH,
+                               "optimiser form: one value at offset 0 (got %llu at %llu)",
+                               (unsigned long long)count, (unsigned long long)offset);
+    const uint64_t v = src[0];
+    if (v != 0 && v != 2 && v != 4 && v != 8)
+        return fhd__cuda_failf(b, FHD_ERR_INVALID_ARGUMENT,
+                               "optimiser form %llu: 0 (as planned) or 2, 4, 8 (two kernels with "
+                               "that many weights a thread)",
+                               (unsigned long long)v);
+    if (b->updates != 0)
+        return fhd__cuda_failf(b, FHD_ERR_INVALID_ARGUMENT,
+                               "optimiser form: only before the first update (%llu done)",
+                               (unsigned long long)b->updates);
+    FHD_TRY(fhd__cuda_sync(b, b->s_main));
+    const uint32_t old = b->opt_two;
+    b->opt_two = (uint32_t)v;
+    fhd__cuda_drop_graphs(b);
+    int32_t rc = fhd__cuda_capture(b);
+    if (rc != FHD_OK) { /* the previous form, so that the learner still trains */
+        char err[sizeof b->err];
+        memcpy(err, b->err, sizeof err);
+        b->opt_two = old;
+        fhd__cuda_drop_graphs(b);
+        if (fhd__cuda_capture(b) == FHD_OK)
+            memcpy(b->err, err, sizeof err);
+    }
+    return rc;
+}
+
 int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t count,
                         const void *src) {
     FHD_CK(b, cudaSetDevice(b->device));
+    if (kind == FHD_CUDA_STATE_OPT_FORM)
+        return write_opt_form(b, offset, count, (const uint64_t *)src);
     void *p;
     FHD_TRY(state_ptr(b, kind, offset, count, 1, &p));
     if (!count)

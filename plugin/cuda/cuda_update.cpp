@@ -244,7 +244,12 @@ static int32_t capture_all(fhd__backend *b) {
  * two-kernel pass. */
 int32_t fhd__cuda_capture(fhd__backend *b) {
     FHD_TRY(preload(b));
-    b->opt_grid = fhd__cuda_opt_fused_grid(&b->a_opt, b->device);
+    if (b->opt_two) {
+        fhd__cuda_opt_plan(&b->a_opt, b->opt_two);
+        b->opt_grid = 0;
+    } else {
+        b->opt_grid = fhd__cuda_opt_fused_grid(&b->a_opt, b->device);
+    }
     int32_t rc = capture_all(b);
     if (rc != FHD_OK && b->opt_grid) {
         b->opt_grid = 0;

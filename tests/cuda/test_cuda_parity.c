@@ -136,6 +136,18 @@ static const variant variants[] = {
      "\"hidden\": [32, 72], \"batch_size\": 50, \"replay_capacity\": 512, ", 0},
 };
 
+/* The two-kernel optimiser (a norm kernel, then the Adam kernel: the form of devices without
+ * cooperative launch, which the H200 never takes by itself), forced through
+ * FHD_CUDA_STATE_OPT_FORM for variants that cover its paths: SN gradients with AdamW and
+ * Polyak averaging, layer 0's dW partials (B1's torso: two of them, the many-parts norm
+ * kernel), and every block size. */
+static const struct {
+    const char *variant;
+    uint64_t per; /* weights a thread: 2, 4 or 8 */
+} opt_two_runs[] = {
+    {"nstep-polyak-adamw", 2}, {"spectral-norm", 4}, {"b1-torso", 8}, {"b1-sn-torso", 2},
+};
+
 static void make_json(char *buf, size_t cap, const variant *v, int cuda) {
     snprintf(buf, cap, "{" BASE "%s%s, \"backend\": \"%s\", \"matmul_precision\": \"%s\"%s}",
              v->sizes ? v->sizes : SIZES, v->json, cuda ? "cuda" : "cpu", cuda ? v->precision : "fp32",
@@ -263,7 +275,15 @@ static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg, uint32_t N, double
     free(pg);
 }
 
-static void run_variant(const variant *v) {
+/* opt_two: 0, or the two-kernel optimiser forced with that many weights a thread */
+static void run_variant(const variant *v0, uint64_t opt_two) {
+    variant named = *v0;
+    char name[96];
+    if (opt_two) {
+        snprintf(name, sizeof name, "%s/opt-two-%llu", v0->name, (unsigned long long)opt_two);
+        named.name = name;
+    }
+    const variant *v = &named;
     char jc[1024], jg[1024];
     make_json(jc, sizeof jc, v, 0);
     make_json(jg, sizeof jg, v, 1);
@@ -274,6 +294,30 @@ static void run_variant(const variant *v) {
     }
     fhd_learner *Lg = ct_create_cuda(jg);
     printf("-- %s (%s) on %s\n", v->name, v->precision, Lg->ops->device_name(Lg->be));
+    if (opt_two) {
+        const uint64_t bad = 3;
+        int32_t rc = Lg->ops->write(Lg->be, FHD_CUDA_STATE_OPT_FORM, 0, 1, &bad);
+        ct_check(rc == FHD_ERR_INVALID_ARGUMENT && strstr(Lg->ops->error(Lg->be), "form 3"),
+                 "%s: optimiser form 3 refused (%d: %s)", v->name, rc, Lg->ops->error(Lg->be));
+        rc = Lg->ops->write(Lg->be, FHD_CUDA_STATE_OPT_FORM, 0, 1, &opt_two);
+        ct_check(rc == FHD_OK, "%s: optimiser form written (%s)", v->name,
+                 rc == FHD_OK ? "" : Lg->ops->error(Lg->be));
+    }
+    {   /* the optimiser's form: the fused pass wherever the device has cooperative launch,
+         * unless forced */
+        uint64_t all[FHD_CUDA_INFO_COUNT];
+        int dev = 0, coop = 0;
+        ct_read(Lg, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, all);
+        ct_check(cudaGetDevice(&dev) == cudaSuccess &&
+                     cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess,
+                 "device attributes");
+        const int form_ok = opt_two ? all[FHD_CUDA_INFO_OPT_FORM] == 0 &&
+                                          all[FHD_CUDA_INFO_OPT_PER] == opt_two
+                                    : (all[FHD_CUDA_INFO_OPT_FORM] != 0) == (coop != 0);
+        ct_check(form_ok, "%s: optimiser form %llu with %llu weights a thread", v->name,
+                 (unsigned long long)all[FHD_CUDA_INFO_OPT_FORM],
+                 (unsigned long long)all[FHD_CUDA_INFO_OPT_PER]);
+    }
     {   /* the plan's facts: all of them, or the first few (a reader built with fewer) */
         uint64_t all[FHD_CUDA_INFO_COUNT], first[2] = {9, 9};
         ct_read(Lg, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, all);
@@ -285,14 +329,14 @@ static void run_variant(const variant *v) {
                  (unsigned long long)all[FHD_CUDA_INFO_ROWS_ONLINE]);
         /* dz transposed for the dW GEMMs: TF32 backward only, torso layers above layer 0 (in
          * "tf32" the loss kernel makes that dz, in "tf32-deep" the ReLU-backward kernel) */
-        const uint64_t dzt = strcmp(v->name, "tf32-deep") == 0 ? 6
-                             : strcmp(v->name, "tf32") == 0    ? 2
+        const uint64_t dzt = strcmp(v0->name, "tf32-deep") == 0 ? 6
+                             : strcmp(v0->name, "tf32") == 0    ? 2
                                                                : 0;
         ct_check(all[FHD_CUDA_INFO_DZ_TRANSPOSED] == dzt,
                  "%s: dz transposed for layers %#llx (expected %#llx)", v->name,
                  (unsigned long long)all[FHD_CUDA_INFO_DZ_TRANSPOSED], (unsigned long long)dzt);
         /* the table's configurations: B3's three, on the card they were measured on */
-        const uint64_t tuned = strcmp(v->name, "b3-torso") == 0 && ct_tuned_card() ? 3 : 0;
+        const uint64_t tuned = strcmp(v0->name, "b3-torso") == 0 && ct_tuned_card() ? 3 : 0;
         ct_check(all[FHD_CUDA_INFO_GEMM_TUNED] == tuned,
                  "%s: %llu GEMMs with a measured configuration (expected %llu)", v->name,
                  (unsigned long long)all[FHD_CUDA_INFO_GEMM_TUNED], (unsigned long long)tuned);
@@ -420,6 +464,12 @@ static void run_variant(const variant *v) {
         ct_check(e <= v->tol_param100 * 10, "%s update 100: spectral-norm vectors rel %.2e",
                  v->name, e);
     }
+    if (opt_two) { /* refused once the learner has trained (the capture zeroes the gradient) */
+        const uint64_t autom = 0;
+        const int32_t rc = Lg->ops->write(Lg->be, FHD_CUDA_STATE_OPT_FORM, 0, 1, &autom);
+        ct_check(rc == FHD_ERR_INVALID_ARGUMENT, "%s: optimiser form refused after training (%d)",
+                 v->name, rc);
+    }
     char msg[256] = {0};
     int32_t inv = Lg->ops->check_invariants(Lg->be, msg, sizeof msg);
     ct_check(inv == FHD_OK, "%s: CUDA invariants hold (%s)", v->name, msg);
@@ -514,7 +564,12 @@ int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
         if (!only || strcmp(only, variants[i].name) == 0)
-            run_variant(&variants[i]);
+            run_variant(&variants[i], 0);
+    for (size_t r = 0; r < sizeof opt_two_runs / sizeof opt_two_runs[0]; r++)
+        for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+            if (strcmp(variants[i].name, opt_two_runs[r].variant) == 0 &&
+                (!only || strcmp(only, "opt-two") == 0))
+                run_variant(&variants[i], opt_two_runs[r].per);
     if (!only || strcmp(only, "train_batch") == 0) {
         run_train_batch(&variants[4]); /* spectral norm, dueling, double */
         run_train_batch(&variants[5]); /* branching, CQL */
