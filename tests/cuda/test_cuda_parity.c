@@ -128,6 +128,14 @@ static const variant variants[] = {
     {"tf32f-deep", "\"actions\": [7], \"dueling\": true, \"replay\": \"prioritized\"",
      "tf32_forward", 1, {7}, 3e-3, 3e-2, 1e-3, 8e-2, 0,
      "\"hidden\": [40, 36, 2052], \"batch_size\": 100, \"replay_capacity\": 512, ", 200},
+    /* spectral norm on wide layers (1100 and 600 units): the V pass's finish in its general
+     * form (more than 512 rows or columns: not held in registers); sums over 1100 terms. Update
+     * 1 is the close check (gradient measured 3.4e-7 relative on H200). Over 100 updates the
+     * two learners' power iterations drift apart as B1-sn's torso's do (above): parameters measured
+     * 4.3e-4, new priorities 1.1e-2 */
+    {"sn-wide", "\"actions\": [6], \"dueling\": true, \"spectral_norm\": \"all\", "
+     "\"replay\": \"prioritized\"", "fp32", 1, {6}, 2e-5, 1e-4, 1e-5, 1e-3, 0,
+     "\"hidden\": [1100, 600], \"batch_size\": 64, \"replay_capacity\": 512, ", 5e-2},
     /* more actions than a warp has lanes (the loss kernel's loops over actions: the argmax, the
      * mean, CQL's log-sum-exp, the dueling backward; 41 outputs with dueling), with CQL, a last
      * hidden width that is not a multiple of 32 and a batch of 50 */
