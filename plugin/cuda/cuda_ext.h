@@ -41,8 +41,9 @@ enum {
 /* FHD_CUDA_STATE_GRAPH: the four captures of the update. train(1) replays SINGLE; train(n),
  * n >= 2, replays FIRST, STEADY n - 2 times, then LAST: every update but the last samples the
  * next one's batch at its end (beside the optimiser), and every update but the first starts
- * from that batch. With spectral norm (sampling runs beside it, off the critical path) only
- * SINGLE is captured (the others read as NULL) and every update replays it. */
+ * from that batch. Where the plan samples no batch ahead (spectral norm on a network whose
+ * backward fills the card, as B3's: cuda_internal.h, sample_ahead) only SINGLE is captured (the
+ * others read as NULL) and every update replays it, sampling beside the power iteration. */
 enum {
     FHD_CUDA_GRAPH_SINGLE = 0, /* samples its batch; samples nothing ahead */
     FHD_CUDA_GRAPH_FIRST = 1,  /* samples its batch and the next update's */

@@ -212,9 +212,14 @@ struct fhd__backend {
      * without its programmatic early start (1.5 us launch gap and its PER weights on the
      * critical path). */
     int pair_fwd0;
-    /* Batches sampled ahead (cuda_ext.h, FHD_CUDA_GRAPH_*) where sampling is on the update's
-     * critical path: without spectral norm (with it, sampling runs beside the spectral-norm
-     * kernels, and sampling ahead only made B3 0.5 us slower: its optimiser shared the card) */
+    /* Batches sampled ahead (cuda_ext.h, FHD_CUDA_GRAPH_*): without spectral norm, where the
+     * sampling would otherwise be on the update's critical path, and with it where the head's dW
+     * has a branch of its own (hdw_side: small networks, whose backward's tail leaves the card
+     * room for the sampling beside the optimiser). There the update's first kernel is the power
+     * iteration's, and layer 0's forward follows it without the join with a sampling branch
+     * beside it (B1-sn -0.5 us). Elsewhere with spectral norm the sampling runs beside the
+     * power iteration: sampled ahead, B3 took 1.6 us longer (its optimiser and backward GEMMs
+     * fill the card). */
     int sample_ahead;
 
     float *gpart0;            /* (parts, out_0 in_0): split_dw0 one, fuse_dw0 chunks - 1 */

@@ -51,7 +51,9 @@ void fhd__cuda_plan_splits(fhd__backend *b) {
      * norm (with it, the spectral-norm kernel is the graph's first node already) */
     b->pair_fwd0 = lo->L >= 1 && !b->has_sn &&
                    (uint64_t)b->rows_on * n0 * m0 <= FHD_SPLIT_MAX_MNK;
-    b->sample_ahead = !b->has_sn;
+    /* batches sampled ahead (cuda_internal.h): without spectral norm, and with it where the
+     * backward's tail is latency-bound (the head's dW on its own branch) */
+    b->sample_ahead = !b->has_sn || b->hdw_side;
 }
 
 static void prepare_sn(fhd__backend *b) {
