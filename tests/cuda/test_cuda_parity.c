@@ -131,8 +131,8 @@ static const variant variants[] = {
     /* spectral norm on wide layers (1100 and 600 units): the V pass's finish in its general
      * form (more than 512 rows or columns: not held in registers); sums over 1100 terms. Update
      * 1 is the close check (gradient measured 3.4e-7 relative on H200). Over 100 updates the
-     * two learners' power iterations drift apart as B1-sn's torso's do (above): parameters measured
-     * 4.3e-4, new priorities 1.1e-2 */
+     * two learners' power iterations drift apart as B1-sn's torso's do (above): parameters
+     * measured 4.3e-4, new priorities 1.1e-2 */
     {"sn-wide", "\"actions\": [6], \"dueling\": true, \"spectral_norm\": \"all\", "
      "\"replay\": \"prioritized\"", "fp32", 1, {6}, 2e-5, 1e-4, 1e-5, 1e-3, 0,
      "\"hidden\": [1100, 600], \"batch_size\": 64, \"replay_capacity\": 512, ", 5e-2},
@@ -316,8 +316,9 @@ static void run_variant(const variant *v0, uint64_t opt_two) {
         uint64_t all[FHD_CUDA_INFO_COUNT];
         int dev = 0, coop = 0;
         ct_read(Lg, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, all);
+        const enum cudaDeviceAttr ca = cudaDevAttrCooperativeLaunch;
         ct_check(cudaGetDevice(&dev) == cudaSuccess &&
-                     cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) == cudaSuccess,
+                     cudaDeviceGetAttribute(&coop, ca, dev) == cudaSuccess,
                  "device attributes");
         const int form_ok = opt_two ? all[FHD_CUDA_INFO_OPT_FORM] == 0 &&
                                           all[FHD_CUDA_INFO_OPT_PER] == opt_two
