@@ -109,9 +109,10 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
                 const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
                 const bool in = e < end;
                 const uint32_t loc = in ? (uint32_t)(e - S.off) : 0u; /* m k < 2^32 */
+                const uint32_t row = fhd_divide(L.kdiv, loc);
                 w[k] = in ? a.params[e] : 0.0f;
-                ur[k] = in ? L.u[loc / L.k] : 0.0f;
-                vc[k] = in ? L.v[loc % L.k] : 0.0f;
+                ur[k] = in ? L.u[row] : 0.0f;
+                vc[k] = in ? L.v[loc - row * L.k] : 0.0f;
             }
 #pragma unroll
             for (int k = 0; k < PER; k++) {
@@ -304,6 +305,7 @@ static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in
     const bool sn = SN && S.sn >= 0;
     const float *u = sn ? a.sn[S.sn].u : nullptr, *v = sn ? a.sn[S.sn].v : nullptr;
     const uint32_t k = sn ? a.sn[S.sn].k : 1u;
+    const fhd_divisor kdiv = sn ? a.sn[S.sn].kdiv : fhd_divisor{1u, 1u, 0u, 0u};
 #pragma unroll
     for (int j = 0; j < PER; j++) {
         const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
@@ -313,8 +315,9 @@ static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in
         R.v0[j] = in ? a.v[e] : 0.0f;
         if (u) { /* W is (m, k) with m k < 2^32 */
             const uint32_t loc = in ? (uint32_t)(e - S.off) : 0u;
-            R.ur[j] = in ? u[loc / k] : 0.0f;
-            R.vc[j] = in ? v[loc % k] : 0.0f;
+            const uint32_t row = fhd_divide(kdiv, loc);
+            R.ur[j] = in ? u[row] : 0.0f;
+            R.vc[j] = in ? v[loc - row * k] : 0.0f;
         }
     }
 }

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "device_state.cuh"
+#include "divisor.h"
 
 #define FHD_OPT_MAX_SEGMENTS 24
 #define FHD_OPT_MAX_SN 8
@@ -54,6 +55,7 @@ typedef struct fhd__opt_segment {
 
 typedef struct fhd__opt_sn {
     uint32_t m, k;          /* W (m, k) */
+    fhd_divisor kdiv;       /* k: an element's row (fhd_divide) */
     const float *u, *v;     /* online vectors after this update's power iteration */
     const float *sigma;     /* (1) online sigma */
     const float *norms;     /* (2) |u|^2, |v|^2 */

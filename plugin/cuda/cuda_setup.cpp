@@ -255,8 +255,8 @@ static void prepare_opt(fhd__backend *b) {
         const fhd__layer *ly = &lo->layers[l];
         int32_t sn = -1;
         if (ly->sn) {
-            fhd__opt_sn v = {ly->out, ly->in, b->sn + ly->u_off, b->sn + ly->v_off,
-                             b->sn_sigma + l, b->sn_norms + 2 * l};
+            fhd__opt_sn v = {ly->out, ly->in, fhd_divisor_make(ly->in), b->sn + ly->u_off,
+                             b->sn + ly->v_off, b->sn_sigma + l, b->sn_norms + 2 * l};
             sn = (int32_t)a->nsn;
             a->sn[a->nsn++] = v;
         }
