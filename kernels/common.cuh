@@ -143,6 +143,42 @@ __device__ __forceinline__ T fhd_warp_sum_strided(const T *p, uint32_t n, size_t
     return acc;
 }
 
+/* N series at once, p[k stride + q] for q < N, with every series' loads in flight together;
+ * out[q] is bit for bit fhd_warp_sum_strided(p + q, n, stride). */
+template <typename T, int N>
+__device__ __forceinline__ void fhd_warp_sum_strided_n(const T *p, uint32_t n, size_t stride,
+                                                       T (&out)[N]) {
+    const uint32_t lane = threadIdx.x & 31;
+    T acc[N];
+#pragma unroll
+    for (int q = 0; q < N; q++)
+        acc[q] = 0;
+    uint32_t k = lane;
+    for (; k + 96 < n; k += 128) {
+        T v[4][N];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int q = 0; q < N; q++)
+                v[i][q] = __ldcg(p + (size_t)(k + 32 * i) * stride + q);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int q = 0; q < N; q++)
+                acc[q] += v[i][q];
+    }
+    for (; k < n; k += 32)
+#pragma unroll
+        for (int q = 0; q < N; q++)
+            acc[q] += __ldcg(p + (size_t)k * stride + q);
+#pragma unroll
+    for (int q = 0; q < N; q++) {
+        for (int o = 16; o > 0; o >>= 1)
+            acc[q] += __shfl_xor_sync(FHD_FULL_MASK, acc[q], o);
+        out[q] = acc[q];
+    }
+}
+
 /* Programmatic dependent launch (sm_90): a kernel lets the next one on its stream start early
  * (fhd_pdl_trigger), and that one waits for it, and for its memory, only where it reads what the
  * first wrote (fhd_pdl_wait). Both are no-ops in code compiled below sm_90 and for launches

@@ -151,12 +151,22 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
         sn_uu[l] = a.sn[l].norms[0];
         sn_vv[l] = a.sn[l].norms[1];
     }
+    /* one job a segment (at most one a warp): its three SN sums side by side, each in the same
+     * order as alone */
     for (uint32_t job = warp; job < a.njobs; job += OPT_THREADS / 32) {
-        const uint32_t sg = a.job_seg[job], q = a.job_q[job];
-        const double acc = fhd_warp_sum_strided(a.partial + (size_t)a.seg[sg].block0 * 4 + q,
-                                                a.seg[sg].nblocks, 4);
-        if (lane == 0)
-            segsum[sg][q] = acc;
+        const uint32_t sg = a.job_seg[job];
+        const double *p = a.partial + (size_t)a.seg[sg].block0 * 4;
+        if (SN && a.job_q[job]) {
+            double acc[3];
+            fhd_warp_sum_strided_n<double, 3>(p + 1, a.seg[sg].nblocks, 4, acc);
+            if (lane == 0)
+                for (int q = 0; q < 3; q++)
+                    segsum[sg][1 + q] = acc[q];
+        } else {
+            const double acc = fhd_warp_sum_strided(p, a.seg[sg].nblocks, 4);
+            if (lane == 0)
+                segsum[sg][0] = acc;
+        }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -525,11 +535,10 @@ void fhd__cuda_opt_plan(fhd__opt_args *a, uint32_t per) {
     }
     a->nblocks = b < 2 ? 2 : b;
     a->njobs = 0;
-    for (uint32_t s = 0; s < a->nseg; s++) /* without SN: sum 0 only; with SN: sums 1 to 3 */
-        for (uint32_t q = a->seg[s].sn < 0 ? 0u : 1u; q < (a->seg[s].sn < 0 ? 1u : 4u); q++) {
-            a->job_seg[a->njobs] = (uint8_t)s;
-            a->job_q[a->njobs++] = (uint8_t)q;
-        }
+    for (uint32_t s = 0; s < a->nseg; s++) { /* without SN: sum 0; with SN: sums 1 to 3 */
+        a->job_seg[a->njobs] = (uint8_t)s;
+        a->job_q[a->njobs++] = a->seg[s].sn < 0 ? 0u : 1u;
+    }
     a->sn_blocks = (uint32_t)fhd_cdiv(a->sn_size, FHD_OPT_CHUNK);
 }
 

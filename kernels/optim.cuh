@@ -89,9 +89,9 @@ typedef struct fhd__opt_args {
     fhd__opt_sn sn[FHD_OPT_MAX_SN];
     uint32_t nsn;
     double *partial;       /* (nblocks, 4) */
-    /* the per-segment sums finish_norm takes, (segment, which of the 4) each: the first for a
-     * segment without spectral norm, the other three with it (the rest are 0 or unused) */
-    uint8_t job_seg[4 * FHD_OPT_MAX_SEGMENTS], job_q[4 * FHD_OPT_MAX_SEGMENTS];
+    /* the per-segment sums finish_norm takes, one job a segment: the first of its 4 without
+     * spectral norm (job_q 0), the other three together with it (job_q 1) */
+    uint8_t job_seg[FHD_OPT_MAX_SEGMENTS], job_q[FHD_OPT_MAX_SEGMENTS];
     uint32_t njobs;
     unsigned int *done_norm, *done_adam;
     fhd__clip_info *clip;
