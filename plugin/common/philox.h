@@ -20,13 +20,7 @@
 
 #include <stdint.h>
 
-#ifndef FHD_HOSTDEV
-#ifdef __CUDACC__
-#define FHD_HOSTDEV __host__ __device__ __forceinline__
-#else
-#define FHD_HOSTDEV static inline
-#endif
-#endif
+#include "hostdev.h"
 
 typedef struct {
     uint32_t v[4];

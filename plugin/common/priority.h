@@ -31,13 +31,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifndef FHD_HOSTDEV
-#ifdef __CUDACC__
-#define FHD_HOSTDEV __host__ __device__ __forceinline__
-#else
-#define FHD_HOSTDEV static inline
-#endif
-#endif
+#include "hostdev.h"
 
 #if !defined(__CUDA_ARCH__)
 #if defined(__FAST_MATH__)
