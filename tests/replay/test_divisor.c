@@ -1,6 +1,6 @@
 /* test_divisor.c - fhd_divide (divisor.h) against the division operator: every divisor up to
- * 70,000 (every row length the kernels meet, and more) with the numerators where a quotient
- * steps, and divisors up to 2^32 - 1 with numerators across the whole 32-bit range. */
+ * 70,000 (the row lengths of any realistic layer) with the numerators where a quotient steps,
+ * and divisors up to 2^32 - 1 with numerators across the whole 32-bit range. */
 #include <stdint.h>
 #include <stdio.h>
 

@@ -1,5 +1,6 @@
-/* test_replay_cuda.cu - the device builds of philox.h, priority.h and the sumtree.h inline pieces
- * reproduce the host bit for bit. Exit code 77 (skipped) when no CUDA device is present. */
+/* test_replay_cuda.cu - the device builds of philox.h, priority.h, divisor.h and the sumtree.h
+ * inline pieces reproduce the host bit for bit. Exit code 77 (skipped) when no CUDA device is
+ * present. */
 #include <cuda_runtime.h>
 
 #include <stdint.h>
@@ -7,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "divisor.h"
 #include "philox.h"
 #include "priority.h"
 #include "priority_golden.h"
@@ -23,6 +25,12 @@
     } while (0)
 
 /* ---- kernels -------------------------------------------------------------------------------- */
+
+__global__ void k_divide(int n, const fhd_divisor *d, const uint32_t *x, uint32_t *q) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n)
+        q[i] = fhd_divide(d[i], x[i]);
+}
 
 __global__ void k_pow(int n, const double *x, const double *y, double *out) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -383,6 +391,37 @@ static void test_stratum(void) {
     free(j);
 }
 
+static void test_divide(void) {
+    const int n = 1000000;
+    fhd_divisor *d = (fhd_divisor *)malloc(n * sizeof(fhd_divisor));
+    uint32_t *x = (uint32_t *)malloc(n * 4), *q = (uint32_t *)malloc(n * 4);
+    test_rng r = {29};
+    long bad = 0;
+    int i;
+    for (i = 0; i < n; ++i) { /* small row lengths, then any divisor; numerators up to 2^32 - 1 */
+        const uint32_t dv = (i & 1) ? 1 + (uint32_t)rng_below(&r, 4096)
+                                    : 1 + (uint32_t)(rng_next(&r) >> (32 + rng_below(&r, 32)));
+        d[i] = fhd_divisor_make(dv);
+        x[i] = (i & 7) == 0 ? 0xFFFFFFFFu : (uint32_t)(rng_next(&r) >> rng_below(&r, 33));
+    }
+    {
+        fhd_divisor *dd = to_dev(d, n);
+        uint32_t *dx = to_dev(x, n), *dq = dev_alloc<uint32_t>(n);
+        k_divide<<<grid(n), 256>>>(n, dd, dx, dq);
+        CUDA_OK(cudaDeviceSynchronize());
+        to_host(q, dq, n);
+        cudaFree(dd);
+        cudaFree(dx);
+        cudaFree(dq);
+    }
+    for (i = 0; i < n; ++i)
+        bad += q[i] != x[i] / d[i].d || q[i] != fhd_divide(d[i], x[i]);
+    check(bad == 0, "device fhd_divide == host and == x / d: %d cases: %ld differ", n, bad);
+    free(d);
+    free(x);
+    free(q);
+}
+
 static void test_sampling(void) {
     const uint32_t cap = 65539, B = 256, rounds = 4000;
     const uint64_t seed = UINT64_C(0xABCDEF0123456789);
@@ -441,6 +480,7 @@ int main(void) {
     test_pow_elementwise();
     test_philox();
     test_stratum();
+    test_divide();
     test_sampling();
     printf("time %.2f s\n", now_seconds() - t0);
     return report();
