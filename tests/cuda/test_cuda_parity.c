@@ -1,9 +1,10 @@
 /* test_cuda_parity.c - the CUDA backend against the CPU reference, same config, seed and inputs.
  *
  * For each configuration (plain, dueling + double + PER, branching, spectral norm, CQL, n-step
- * with Polyak and AdamW, the two TF32 modes, and network shapes: B1's torso, three torso layers
- * with a batch of partial GEMM tiles, one normalised torso layer, a large batch, a wide last
- * layer) one learner per backend is fed the same transitions through observe, then both train:
+ * with Polyak and AdamW, the two TF32 modes, and network shapes: B1's torso with batches of 256
+ * and 512, three torso layers with a batch of partial GEMM tiles, one normalised torso layer,
+ * normalised layers of 1100 and 600 units, a large batch, a wide last layer) one learner per
+ * backend is fed the same transitions through observe, then both train:
  *   - replay contents and priorities identical after observe (exact);
  *   - update 1: identical sampled indices and IS weights (exact: same integer tree, same
  *     Philox numbers, same deterministic pow), then loss, gradient, parameters and Adam moments
@@ -16,6 +17,8 @@
  *   - act: Q values within tolerance, greedy actions equal except where two Q values are closer
  *     than the tolerance.
  *   - train_batch: TD errors, targets, statistics and parameters within tolerance.
+ * Some variants run a second time with the two-kernel optimiser forced (opt_two_runs), the form
+ * of devices without cooperative launch.
  * Tolerances are relative L2 errors ||cuda - cpu|| / ||cpu||. FP32 differences come only from
  * summation order (GEMMs, reductions): 1e-5 per forward quantity is ample, Adam turns gradient
  * noise into full steps for near-zero gradients, hence the looser parameter bounds. TF32 rounds
@@ -85,6 +88,14 @@ static const variant variants[] = {
     {"b1-torso", "\"actions\": [8], \"dueling\": true, \"replay\": \"prioritized\"", "fp32", 1,
      {8}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
      "\"hidden\": [256, 256], \"batch_size\": 256, \"replay_capacity\": 1024, ", 0},
+    /* the same with a batch of 512: layer 0's dW in four chunk partials, the optimiser's
+     * instances for several further parts. Measured on H200: update 1's gradient 3.5e-7,
+     * parameters after 100 updates 5.9e-5; new priorities 0.10 (relative to max(|td|, 1e-3)):
+     * over 51,200 rows double DQN's argmax meets near-ties, and a different pick moves that
+     * row's target by a whole Q difference (as b3-torso's, below) */
+    {"b1-torso-512", "\"actions\": [8], \"dueling\": true, \"replay\": \"prioritized\"", "fp32",
+     1, {8}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"hidden\": [256, 256], \"batch_size\": 512, \"replay_capacity\": 1024, ", 0.3},
     /* B1-sn's torso. Each learner runs its own power iteration, one step per update: over 100
      * updates their sigmas drift apart by ~1e-5 relative, which moves Q values of order 5 by
      * ~1e-4, and the new priorities' |td| by as much (measured 1.5e-1 relative where |td| is
@@ -146,14 +157,15 @@ static const variant variants[] = {
 
 /* The two-kernel optimiser (a norm kernel, then the Adam kernel: the form of devices without
  * cooperative launch, which the H200 never takes by itself), forced through
- * FHD_CUDA_STATE_OPT_FORM for variants that cover its paths: SN gradients with AdamW and
- * Polyak averaging, layer 0's dW partials (B1's torso: two of them, the many-parts norm
- * kernel), and every block size. */
+ * FHD_CUDA_STATE_OPT_FORM for variants that cover its paths: AdamW with Polyak averaging, SN
+ * gradients, layer 0's dW partials (B1's torso: one further part; with a batch of 512: three,
+ * the norm kernel's many-parts instance), and every block size. */
 static const struct {
     const char *variant;
     uint64_t per; /* weights a thread: 2, 4 or 8 */
 } opt_two_runs[] = {
-    {"nstep-polyak-adamw", 2}, {"spectral-norm", 4}, {"b1-torso", 8}, {"b1-sn-torso", 2},
+    {"nstep-polyak-adamw", 2}, {"spectral-norm", 4}, {"b1-torso", 8},
+    {"b1-torso-512", 4},       {"b1-sn-torso", 2},
 };
 
 static void make_json(char *buf, size_t cap, const variant *v, int cuda) {
@@ -574,11 +586,16 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
         if (!only || strcmp(only, variants[i].name) == 0)
             run_variant(&variants[i], 0);
-    for (size_t r = 0; r < sizeof opt_two_runs / sizeof opt_two_runs[0]; r++)
+    for (size_t r = 0; r < sizeof opt_two_runs / sizeof opt_two_runs[0]; r++) {
+        int found = 0;
         for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
-            if (strcmp(variants[i].name, opt_two_runs[r].variant) == 0 &&
-                (!only || strcmp(only, "opt-two") == 0))
-                run_variant(&variants[i], opt_two_runs[r].per);
+            if (strcmp(variants[i].name, opt_two_runs[r].variant) == 0) {
+                found = 1;
+                if (!only || strcmp(only, "opt-two") == 0)
+                    run_variant(&variants[i], opt_two_runs[r].per);
+            }
+        ct_check(found, "two-kernel optimiser run: variant %s exists", opt_two_runs[r].variant);
+    }
     if (!only || strcmp(only, "train_batch") == 0) {
         run_train_batch(&variants[4]); /* spectral norm, dueling, double */
         run_train_batch(&variants[5]); /* branching, CQL */
