@@ -151,8 +151,8 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
         sn_uu[l] = a.sn[l].norms[0];
         sn_vv[l] = a.sn[l].norms[1];
     }
-    /* one job a segment (at most one a warp): its three SN sums side by side, each in the same
-     * order as alone */
+    /* one job a segment (one a warp up to eight segments): an SN segment's three sums side by
+     * side, each in the same order as alone */
     for (uint32_t job = warp; job < a.njobs; job += OPT_THREADS / 32) {
         const uint32_t sg = a.job_seg[job];
         const double *p = a.partial + (size_t)a.seg[sg].block0 * 4;

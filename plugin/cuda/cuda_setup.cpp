@@ -271,7 +271,8 @@ static void prepare_opt(fhd__backend *b) {
         a->seg[a->nseg++] = w;
         a->seg[a->nseg++] = bias;
     }
-    fhd__cuda_opt_plan(a, 8); /* 2048 weights a block; fhd__cuda_capture plans the fused pass */
+    fhd__cuda_opt_plan(a, 8); /* 2048 weights a block; fhd__cuda_capture plans the fused pass (or
+                               * the forced two-kernel one: opt_two) */
     a->partial = b->opt_partial;
     a->done_norm = b->counters + CNT_NORM;
     a->done_adam = b->counters + CNT_ADAM;

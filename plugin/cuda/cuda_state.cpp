@@ -186,7 +186,9 @@ static int32_t write_priorities(fhd__backend *b, uint64_t offset, uint64_t count
  * only; before the first update, as the capture's warm-up zeroes the gradient). */
 static int32_t write_opt_form(fhd__backend *b, uint64_t offset, uint64_t count,
                               const uint64_t *src) {
-    if (offset != 0 || count != 1 || !src)
+    if (!src)
+        return fhd__cuda_failf(b, FHD_ERR_NULL_POINTER, "optimiser form: no value (NULL)");
+    if (offset != 0 || count != 1)
         return fhd__cuda_failf(b, FHD_ERR_SIZE_MISMATCH,
                                "optimiser form: one value at offset 0 (got %llu at %llu)",
                                (unsigned long long)count, (unsigned long long)offset);
@@ -210,8 +212,14 @@ static int32_t write_opt_form(fhd__backend *b, uint64_t offset, uint64_t count,
         memcpy(err, b->err, sizeof err);
         b->opt_two = old;
         fhd__cuda_drop_graphs(b);
-        if (fhd__cuda_capture(b) == FHD_OK)
+        if (fhd__cuda_capture(b) == FHD_OK) {
             memcpy(b->err, err, sizeof err);
+        } else { /* no graph left: train() fails with both messages until the learner goes */
+            char again[sizeof b->err];
+            memcpy(again, b->err, sizeof again);
+            snprintf(b->err, sizeof b->err,
+                     "%.500s; capturing the previous form failed too: %.480s", err, again);
+        }
     }
     return rc;
 }

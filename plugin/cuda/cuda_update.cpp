@@ -241,7 +241,8 @@ static int32_t capture_all(fhd__backend *b) {
 
 /* The four variants of the update (cuda_ext.h, FHD_CUDA_GRAPH_*). The fused optimiser pass is a
  * cooperative launch; should the capture of one fail, the update is captured again with the
- * two-kernel pass. */
+ * two-kernel pass. opt_two (FHD_CUDA_STATE_OPT_FORM, tests only) forces the two-kernel pass with
+ * its number of weights a thread. */
 int32_t fhd__cuda_capture(fhd__backend *b) {
     FHD_TRY(preload(b));
     if (b->opt_two) {

@@ -20,8 +20,8 @@
  *     every GEMM but the head's dW, and beside the optimiser;
  *   - the backend does no synchronisation across 10,000 updates driven through the front
  *     (fhd__learner_train, which also queries the replay size), and the device counter shows
- *     all of them done: for both configurations (the one without spectral norm through its
- *     first, steady and last captures).
+ *     all of them done: for both configurations, each through its first, steady and last
+ *     captures.
  * The configuration without spectral norm's steady-state graph is written to $FHD_GRAPH_DOT
  * (Graphviz) when that variable is set.
  */
