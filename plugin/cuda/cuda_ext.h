@@ -66,7 +66,9 @@ enum {
     FHD_CUDA_INFO_OPT_FORM = 7,       /* the optimiser: 0 two kernels, 1 the fused pass's loop
                                        * form, 2 its one-pass form (fhd__cuda_opt_fused_grid) */
     FHD_CUDA_INFO_OPT_PER = 8,        /* its weights a thread (fhd__opt_args.per: 2, 4 or 8) */
-    FHD_CUDA_INFO_COUNT = 9
+    FHD_CUDA_INFO_FORK_SN1 = 9,       /* 1: the target forward forks after the power iteration's
+                                       * first pass (cuda_internal.h, fork_sn1) */
+    FHD_CUDA_INFO_COUNT = 10
 };
 
 #endif

@@ -221,6 +221,13 @@ struct fhd__backend {
      * power iteration: sampled ahead, B3 took 1.6 us longer (its optimiser and backward GEMMs
      * fill the card). */
     int sample_ahead;
+    /* With spectral norm and batches sampled ahead, the target forward forks after the power
+     * iteration's first pass (which computes the target's sigma from its stored vectors) rather
+     * than after the second: its inputs are ready when the graph starts, and its layers run
+     * beside the online V pass (B1-sn 51.3 -> 50.2 us). Not with the sampling inside the
+     * update: on B3 the target's layer-1 GEMM then started before the online one and the pair
+     * ran slower (+1.5..+2.1 us; started first, both GEMMs took 55 us together against 44). */
+    int fork_sn1;
 
     float *gpart0;            /* (parts, out_0 in_0): split_dw0 one, fuse_dw0 chunks - 1 */
     /* the batch: one contiguous region so that train_batch uploads it in one copy */

@@ -54,6 +54,7 @@ void fhd__cuda_plan_splits(fhd__backend *b) {
     /* batches sampled ahead (cuda_internal.h): without spectral norm, and with it where the
      * backward's tail is latency-bound (the head's dW on its own branch) */
     b->sample_ahead = !b->has_sn || b->hdw_side;
+    b->fork_sn1 = b->has_sn && b->sample_ahead && !b->pair_fwd0;
 }
 
 static void prepare_sn(fhd__backend *b) {

@@ -6,7 +6,7 @@
  *       the update before sampled it ahead, at its end)
  *   s0  spectral norm: [online u = normalize(W v); target sigma], [online v, sigma] (on sm_90
  *       the second a programmatic dependent of the first: its W loads overlap the first's end)
- *       -- fork --
+ *       -- fork -- (with batches sampled ahead, between the two: fork_sn1)
  *   s0  online forward on rows_on rows: online(s) and, with double DQN, online(s') in the same
  *       GEMMs (the batch region holds obs then next_obs)
  *   s1  target(s') forward
@@ -72,6 +72,10 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     }
     if (b->has_sn) {
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn1, s0));
+        if (b->fork_sn1) { /* the target forward after the first pass (cuda_internal.h) */
+            FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
+            FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
+        }
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn2, s0));
     }
     if (side_sample)
@@ -80,8 +84,10 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     const uint32_t l0 = b->pair_fwd0 ? 1 : 0;
     if (l0)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[0], s0, b->ws_main));
-    FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
-    FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
+    if (!b->fork_sn1) {
+        FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
+        FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
+    }
     for (uint32_t l = l0; l <= L; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], s0, b->ws_main));
     for (uint32_t l = l0; l <= L; l++)

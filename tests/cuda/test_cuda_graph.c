@@ -11,7 +11,9 @@
  *   - memset nodes are listed with their targets; none writes the parameters, gradient or
  *     Adam moments;
  *   - the loss kernel joins two branches: the target forward runs beside the online forward;
- *     the gradient-norm kernel joins the dW GEMMs' branch;
+ *     the gradient-norm kernel joins the dW GEMMs' branch; with spectral norm and batches
+ *     sampled ahead the target forward does not wait for the power iteration's second pass
+ *     (and on B3, which samples inside the update, the plan says it does);
  *   - on sm_90 the loss kernel hangs on a programmatic edge (it starts its own loads while the
  *     head's forward finishes), and below sm_90 there are no such edges;
  *   - the loss kernel's two predecessors (the head forwards) descend from a common kernel node;
@@ -98,7 +100,7 @@ static int parallel_between(int from, int to, const char *what) {
 }
 
 /* The structure of one captured variant of the update (cuda_ext.h, FHD_CUDA_GRAPH_*). */
-static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
+static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int fork_sn1) {
     static const char *names[FHD_CUDA_GRAPHS] = {"single", "first", "steady", "last"};
     const char *vn = names[v];
     cudaGraph_t g = NULL;
@@ -117,7 +119,7 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
     e = cudaGraphGetEdges(g, efrom, eto, edata, &ne);
     ct_check(e == cudaSuccess, "%s: cudaGraphGetEdges: %zu edges", vn, ne);
     int n_kernel = 0, n_memcpy = 0, n_memset = 0, n_other = 0, n_sn = 0, ours_1x1 = 0;
-    int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, last_sn = -1, n_opt = 0;
+    int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, first_sn = -1, last_sn = -1, n_opt = 0;
     int samples[4], n_sample = 0, prio = -1, n_lib = 0, relu_dw = -1;
     for (size_t i = 0; i < nn; i++) {
         node_info *ni = &nodes[i];
@@ -202,8 +204,41 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes) {
              "(%d expected)", vn, n_sn, sn_nodes);
     ct_check(memset_bad == 0, "%s: no memset node writes parameters, gradient, Adam or SN state (%d)",
              vn, memset_bad);
-    ct_check(loss >= 0 && parallel_between(last_sn, loss, "spectral norm -> loss"),
+    /* the power iteration's first pass: the SN node the other descends from */
+    if (n_sn == 2) {
+        static char anc_sn[MAXN];
+        for (size_t i = 0; i < nn; i++)
+            if ((int)i != last_sn && strstr(nodes[i].name, "fhd_sn_kernel"))
+                first_sn = (int)i;
+        ancestors(first_sn, anc_sn);
+        if (anc_sn[last_sn]) { /* found in the other order */
+            const int t = first_sn;
+            first_sn = last_sn;
+            last_sn = t;
+        }
+        ancestors(last_sn, anc_sn);
+        ct_check(anc_sn[first_sn], "%s: the power iteration's second pass follows its first", vn);
+    }
+    ct_check(loss >= 0 && parallel_between(fork_sn1 ? first_sn : last_sn, loss,
+                                           "spectral norm -> loss"),
              "%s: target(s') forward runs on a branch parallel to the online forward", vn);
+    if (n_sn == 2 && loss >= 0) {
+        /* GEMMs before the loss that the first pass precedes and the second does not: the
+         * target's, forked after the first pass (fork_sn1) */
+        static char anc_loss[MAXN], anc_x[MAXN];
+        int early = 0;
+        ancestors(loss, anc_loss);
+        for (size_t x = 0; x < nn; x++) {
+            if (!anc_loss[x] || nodes[x].type != cudaGraphNodeTypeKernel || nodes[x].ours)
+                continue;
+            ancestors((int)x, anc_x);
+            early += first_sn >= 0 && anc_x[first_sn] && !anc_x[last_sn];
+        }
+        ct_check(fork_sn1 ? early > 0 : early == 0,
+                 "%s: %d GEMMs of the forward wait for the power iteration's first pass only "
+                 "(the target's forward forks %s)", vn, early,
+                 fork_sn1 ? "after the first pass" : "after both");
+    }
     ct_check(loss >= 0 && norm >= 0 && parallel_between(loss, norm, "loss -> gradient norm"),
              "%s: the dW GEMMs run on a branch parallel to the dx chain", vn);
     /* sm_90: the loss kernel starts while the head's forward finishes (it waits for its data) */
@@ -359,8 +394,13 @@ int main(void) {
     /* with spectral norm on a B1-sized network batches are sampled ahead too (the head's dW on
      * a branch of its own), four captures; on B3 (below) sampling runs beside the spectral norm
      * in the one capture */
+    uint64_t info_sn[FHD_CUDA_INFO_COUNT];
+    ct_read(L, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, info_sn);
+    ct_check(info_sn[FHD_CUDA_INFO_FORK_SN1] == 1,
+             "spectral norm, batches sampled ahead: the target forward forks after the power "
+             "iteration's first pass (%llu)", (unsigned long long)info_sn[FHD_CUDA_INFO_FORK_SN1]);
     for (int v = 0; v < FHD_CUDA_GRAPHS; v++)
-        inspect(L, v, dp, 2);
+        inspect(L, v, dp, 2, 1);
     {   /* B1 without spectral norm: layer 0 of both networks in one batched GEMM, the first node
          * of the captures whose batch was sampled ahead */
         char plain[1024];
@@ -390,6 +430,14 @@ int main(void) {
             ct_read(L3, FHD_CUDA_STATE_GRAPH, (uint64_t)v, 1, &g);
             ct_check(g == NULL, "B3: no capture with batches sampled ahead (%d)", v);
         }
+        ct_check(inf3[FHD_CUDA_INFO_FORK_SN1] == 0 && inf[FHD_CUDA_INFO_FORK_SN1] == 0,
+                 "the target forward after both passes on B3 (%llu), no early fork without "
+                 "spectral norm (%llu)", (unsigned long long)inf3[FHD_CUDA_INFO_FORK_SN1],
+                 (unsigned long long)inf[FHD_CUDA_INFO_FORK_SN1]);
+        uint64_t dp3[FHD_CUDA_DEVPTR_COUNT];
+        ct_read(L3, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dp3);
+        printf("B3 (spectral norm, sampling inside the update):\n");
+        inspect(L3, FHD_CUDA_GRAPH_SINGLE, dp3, 2, 0);
         const uint64_t want3 = ct_tuned_card() ? 4 : 0;
         ct_check(inf3[FHD_CUDA_INFO_GEMM_TUNED] == want3,
                  "B3: %llu GEMMs with a measured configuration (%llu expected on this card)",
@@ -403,7 +451,7 @@ int main(void) {
         fhd__learner_destroy(L3);
         ct_read(Lp, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dpp);
         for (int v = 0; v < FHD_CUDA_GRAPHS; v++)
-            inspect(Lp, v, dpp, 0);
+            inspect(Lp, v, dpp, 0, 0);
         no_sync_loop(Lp, "no spectral norm (four captures)");
         fhd__learner_destroy(Lp);
     }
