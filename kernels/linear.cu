@@ -2,6 +2,7 @@
  * gradients (see linear.cuh). */
 #include "common.cuh"
 #include "linear.cuh"
+#include "narrow.cuh"
 
 #define BIAS_THREADS 256
 #define BG_COLS 32   /* columns per block: one per lane */
@@ -241,32 +242,7 @@ cudaError_t fhd__cuda_relu_backward_dw(const float *dx, const float *dx2, const 
 
 /* ---- narrow layer forward ---------------------------------------------------------------- */
 
-#define NL_WARPS 4 /* warps per block */
-#define NL_RW 4    /* rows per warp */
-
-/* v (V values per lane, V a multiple of 32) summed over the warp's lanes: five exchange steps,
- * each lane keeping half of what it holds and adding the partner's copy of that half. After
- * them lane l holds the complete sums of values l * (V / 32) + i, i < V / 32, in v[i]. The
- * order of the additions is fixed: the result does not depend on scheduling. */
-template <int HALF>
-static __device__ __forceinline__ void transposed_step(float *v, uint32_t lane, uint32_t o) {
-    const bool up = (lane & o) != 0;
-#pragma unroll
-    for (int i = 0; i < HALF; i++) {
-        const float send = up ? v[i] : v[HALF + i];
-        const float keep = up ? v[HALF + i] : v[i];
-        v[i] = keep + __shfl_xor_sync(FHD_FULL_MASK, send, o);
-    }
-}
-
-template <int V>
-static __device__ __forceinline__ void transposed_warp_sum(float (&v)[V], uint32_t lane) {
-    transposed_step<V / 2>(v, lane, 16);
-    transposed_step<V / 4>(v, lane, 8);
-    transposed_step<V / 8>(v, lane, 4);
-    transposed_step<V / 16>(v, lane, 2);
-    transposed_step<V / 32>(v, lane, 1);
-}
+#define NL_WARPS 4 /* warps per block; NL_RW rows per warp (narrow.cuh) */
 
 /* Block: NL_WARPS warps of NL_RW rows; outputs in chunks of NC (NL_RW * NC values per lane). */
 template <int NC>
@@ -292,53 +268,12 @@ __global__ void __launch_bounds__(NL_WARPS * 32)
         xr[r] = x + (size_t)(row0 + r < rows ? row0 + r : row0) * ldx;
     for (uint32_t n0 = 0; n0 < out; n0 += NC) {
         float acc[V];
-#pragma unroll
-        for (int i = 0; i < V; i++)
-            acc[i] = 0.0f;
-        if (vec) {
-            const uint32_t k4n = in >> 2;
-            for (uint32_t k4 = lane; k4 < k4n; k4 += 32) {
-                float4 xv[NL_RW];
-#pragma unroll
-                for (int r = 0; r < NL_RW; r++)
-                    xv[r] = __ldg(reinterpret_cast<const float4 *>(xr[r]) + k4);
-#pragma unroll
-                for (int n = 0; n < NC; n++) { /* outputs past the end: zero weights */
-                    const float4 wv =
-                        n0 + n < out
-                            ? __ldg(reinterpret_cast<const float4 *>(w + (size_t)(n0 + n) * in) + k4)
-                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-                    for (int r = 0; r < NL_RW; r++) {
-                        float a = acc[r * NC + n];
-                        a = fmaf(xv[r].x, wv.x, a);
-                        a = fmaf(xv[r].y, wv.y, a);
-                        a = fmaf(xv[r].z, wv.z, a);
-                        acc[r * NC + n] = fmaf(xv[r].w, wv.w, a);
-                    }
-                }
-            }
-        } else {
-            for (uint32_t k = lane; k < in; k += 32) {
-                float xv[NL_RW];
-#pragma unroll
-                for (int r = 0; r < NL_RW; r++)
-                    xv[r] = __ldg(xr[r] + k);
-#pragma unroll
-                for (int n = 0; n < NC; n++) {
-                    const float wv = n0 + n < out ? __ldg(w + (size_t)(n0 + n) * in + k) : 0.0f;
-#pragma unroll
-                    for (int r = 0; r < NL_RW; r++)
-                        acc[r * NC + n] = fmaf(xv[r], wv, acc[r * NC + n]);
-                }
-            }
-        }
-        transposed_warp_sum<V>(acc, lane);
+        fhd_narrow_rows<NC>(acc, xr, w, n0, in, out, vec, lane);
 #pragma unroll
         for (int i = 0; i < V / 32; i++) {
             const uint32_t idx = lane * (V / 32) + i, r = idx / NC, n = n0 + idx % NC;
             if (row0 + r < rows && n < out)
-                y[(size_t)(row0 + r) * ldy + n] = al * acc[i] + __ldg(bias + n);
+                y[(size_t)(row0 + r) * ldy + n] = fhd_narrow_out(al, acc[i], bias, n);
         }
     }
 }
@@ -347,8 +282,7 @@ int fhd__cuda_narrow_linear_vec(const float *x, uint32_t ldx, const float *w, ui
     return in % 4 == 0 && ldx % 4 == 0 && ((uintptr_t)x & 15) == 0 && ((uintptr_t)w & 15) == 0;
 }
 
-/* Outputs per chunk: all of them, rounded up to a multiple of 8 (out <= 32). */
-static int narrow_chunk(uint32_t out) {
+int fhd__cuda_narrow_chunk(uint32_t out) {
     return (int)((out + 7) / 8 * 8);
 }
 
@@ -362,7 +296,7 @@ cudaError_t fhd__cuda_narrow_linear(float *y, uint32_t ldy, const float *x, uint
     const int vec = fhd__cuda_narrow_linear_vec(x, ldx, w, in);
     void (*kernel)(float *, uint32_t, const float *, uint32_t, const float *, const float *,
                    const float *, uint32_t, uint32_t, uint32_t, int);
-    switch (narrow_chunk(out)) {
+    switch (fhd__cuda_narrow_chunk(out)) {
     case 8:
         kernel = fhd_narrow_linear_kernel<8>;
         break;

@@ -56,6 +56,8 @@ cudaError_t fhd__cuda_relu_backward_dw(const float *dx, const float *dx2, const 
 #define FHD_NARROW_MAX_OUT 32
 #define FHD_NARROW_MAX_X (1u << 22)
 int fhd__cuda_narrow_linear_vec(const float *x, uint32_t ldx, const float *w, uint32_t in);
+/* Outputs per chunk of the kernel: all of them, rounded up to a multiple of 8 (out <= 32). */
+int fhd__cuda_narrow_chunk(uint32_t out);
 cudaError_t fhd__cuda_narrow_linear(float *y, uint32_t ldy, const float *x, uint32_t ldx,
                                     const float *w, const float *b, const float *alpha,
                                     uint32_t rows, uint32_t in, uint32_t out, cudaStream_t stream);

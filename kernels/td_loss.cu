@@ -5,6 +5,8 @@
 #include <math.h>
 
 #include "common.cuh"
+#include "linear.cuh"
+#include "narrow.cuh"
 #include "priority.h"
 #include "td_loss.cuh"
 
@@ -273,14 +275,92 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS)
     }
 }
 
+/* The head forwards of a loss block (fhd__loss_args.head_nc), by its first nst threads (all
+ * but the weight warp): warps 0 .. 2 ROWS / NL_RW - 1 compute the block's rows of online(s)
+ * into s_on and of target(s') into s_tgt, and with s_sel (double DQN) the next ROWS / NL_RW
+ * warps those of online(s') (h_below's rows B + r) into s_sel, NL_RW rows a warp, by
+ * narrow.cuh's sums (the same bits as fhd__cuda_narrow_linear's). Those warps issue their first
+ * x loads, then all nst threads copy both networks' W_head into w_s (online, then target) with
+ * those loads in flight, and after a barrier of the nst threads the head warps do the
+ * multiply-adds from shared memory: one L2 round trip for x and W together. */
+#define HEAD_STAGE 8 /* W_head float4s a thread has in flight while it copies */
+
+template <int ROWS, int HNC>
+static __device__ __forceinline__ void head_rows(const fhd__loss_args &a, uint32_t r0,
+                                                 uint32_t nrows, float *w_s, float *s_on,
+                                                 float *s_tgt, float *s_sel, uint32_t nst) {
+    static_assert(ROWS % NL_RW == 0, "whole warps of rows");
+    constexpr uint32_t WT = ROWS / NL_RW, V = NL_RW * HNC;
+    if (threadIdx.x >= nst)
+        return;
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const uint32_t tile = warp / WT, rw = (warp % WT) * NL_RW; /* the warp's first row */
+    const bool mine = tile < (s_sel ? 3u : 2u) && rw < nrows; /* whole warps */
+    const uint32_t H = a.H, HO = a.HO, k4n = H >> 2;
+    const bool tgt = tile == 1;
+    const float *xr[NL_RW];
+    float4 xv[2][NL_RW];
+    if (mine) {
+        const float *x = tgt ? a.x_tgt : a.h_below;
+        const uint32_t x0 = (tile == 2 ? a.B : 0u) + r0 + rw;
+#pragma unroll
+        for (int r = 0; r < NL_RW; r++) /* rows past the end read the first (sums dropped) */
+            xr[r] = x + (size_t)(rw + r < nrows ? x0 + r : x0) * H;
+        fhd_narrow_load_x(xv, xr, lane, k4n);
+    }
+    { /* both W_head, HEAD_STAGE float4s a thread in flight at a time */
+        const uint32_t n4 = HO * H / 4;
+        const float4 *won = reinterpret_cast<const float4 *>(a.w_head);
+        const float4 *wtg = reinterpret_cast<const float4 *>(a.w_head_tg);
+        float4 *dst = reinterpret_cast<float4 *>(w_s);
+        for (uint32_t e0 = threadIdx.x; e0 < 2 * n4; e0 += HEAD_STAGE * nst) {
+            float4 v[HEAD_STAGE];
+#pragma unroll
+            for (int q = 0; q < HEAD_STAGE; q++) {
+                const uint32_t e = e0 + q * nst;
+                v[q] = e < n4 ? __ldg(won + e)
+                              : (e < 2 * n4 ? __ldg(wtg + (e - n4)) : make_float4(0, 0, 0, 0));
+            }
+#pragma unroll
+            for (int q = 0; q < HEAD_STAGE; q++)
+                if (e0 + q * nst < 2 * n4)
+                    dst[e0 + q * nst] = v[q];
+        }
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(nst) : "memory"); /* W_head staged (nst threads) */
+    if (!mine)
+        return;
+    float acc[V];
+#pragma unroll
+    for (uint32_t i = 0; i < V; i++)
+        acc[i] = 0.0f;
+    const float *w = w_s + (tgt ? (size_t)HO * H : 0);
+    for (uint32_t k40 = lane; k40 < k4n; k40 += 64) {
+        if (k40 != lane)
+            fhd_narrow_load_x(xv, xr, k40, k4n);
+        fhd_narrow_fma_sw<HNC>(acc, xv, w, k40, k4n, H, HO);
+    }
+    fhd_transposed_warp_sum<V>(acc, lane);
+    const float al = __ldg(tgt ? a.alpha_tg : a.alpha);
+    const float *bias = tgt ? a.b_head_tg : a.b_head;
+    float *dst = tile == 0 ? s_on : (tgt ? s_tgt : s_sel);
+#pragma unroll
+    for (uint32_t i = 0; i < V / 32; i++) {
+        const uint32_t idx = lane * (V / 32) + i, r = idx / HNC, n = idx % HNC;
+        if (rw + r < nrows && n < HO)
+            dst[(rw + r) * a.HOp + n] = fhd_narrow_out(al, acc[i], bias, n);
+    }
+}
+
 /* One block per ROWS batch rows. The per-row work is spread over the branches: thread t takes
  * row t / DT and branches t % DT, t % DT + DT, ... (DT = min(D, blockDim / ROWS)). Before the
  * first barrier the last warp computes the rows' PER importance weights while the others stage
  * the head tiles; then three phases separated by barriers, each row's cross-branch sums taken
  * in branch order from shared memory (as the CPU's loops): the branches' target terms, then y
  * and each branch's loss, dL/dQ and head-combine backward, then the row's V gradient and mean
- * |td| (the new priority's input). */
-template <int ROWS>
+ * |td| (the new priority's input). With HNC (= a.head_nc) the online head's tiles are computed
+ * here, after the wait, by the block's first warps (head_rows below); the target's is staged. */
+template <int ROWS, int HNC>
 __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     fhd_td_loss_kernel(const __grid_constant__ fhd__loss_args a) {
     /* dynamic: [staged: on | sel | tgt | dout, ROWS x HOp each] then the row scratch:
@@ -337,13 +417,19 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
         }
     }
     /* launched as a programmatic dependent of the head forwards (online and, through the join,
-     * target): everything above reads only what earlier kernels wrote; from here on their
-     * outputs */
+     * target), or with HNC of the last torso layers' GEMMs: everything above reads only what
+     * earlier kernels wrote; from here on their outputs */
     fhd_pdl_wait();
     /* the head-dx kernel after this one may start loading h_below and W_head: the head
-     * forwards, and the GEMM before them, are done */
-    fhd_pdl_trigger();
-    if (staged) { /* by the other warps when one computes the weights */
+     * forwards, and the GEMM before them, are done (with HNC once this kernel's heads are:
+     * launched now, its resident blocks slowed its own end by 0.8-1 us on B1) */
+    if (HNC == 0)
+        fhd_pdl_trigger();
+    if (HNC > 0) { /* staged (fhd__cuda_td_loss_setup); not by the weight warp */
+        head_rows<ROWS, (HNC > 0 ? HNC : 8)>(a, r0, nrows, smem + a.wsm_off, s_on, s_tgt,
+                                             sel_is_tgt ? NULL : s_sel,
+                                             per_w ? blockDim.x - 32 : blockDim.x);
+    } else if (staged) { /* by the other warps when one computes the weights */
         const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x;
         if (threadIdx.x < nst) {
             if (sel_is_tgt) {
@@ -358,6 +444,8 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
         }
     }
     __syncthreads(); /* the tiles and the weights */
+    if (HNC > 0) /* the head-dx kernel, now that the heads are done (above) */
+        fhd_pdl_trigger();
     double s_loss = 0.0, s_abs = 0.0, s_q = 0.0, s_cql = 0.0;
     const float *on = staged ? s_on + r * HOp : a.head_on + (size_t)i * HOs;
     const float *sel = staged ? s_sel + r * HOp : a.head_sel + (size_t)i * HOs;
@@ -545,8 +633,24 @@ unsigned int fhd__cuda_td_loss_grid(uint32_t B) {
     return (unsigned int)(g < 2 ? 2 : g);
 }
 
-static const void *loss_kernel(uint32_t rows) {
-    return rows == 8 ? (const void *)fhd_td_loss_kernel<8> : (const void *)fhd_td_loss_kernel<32>;
+/* The loss kernel's instance for its rows a block and head_nc (the online head inside: 8 rows a
+ * block only). */
+typedef void (*loss_fn)(const fhd__loss_args);
+static loss_fn loss_kernel(uint32_t rows, uint32_t nc) {
+    if (rows != 8)
+        return fhd_td_loss_kernel<32, 0>;
+    switch (nc) {
+    case 8:
+        return fhd_td_loss_kernel<8, 8>;
+    case 16:
+        return fhd_td_loss_kernel<8, 16>;
+    case 24:
+        return fhd_td_loss_kernel<8, 24>;
+    case 32:
+        return fhd_td_loss_kernel<8, 32>;
+    default:
+        return fhd_td_loss_kernel<8, 0>;
+    }
 }
 
 static const void *dx_kernel(uint32_t rows) {
@@ -574,7 +678,16 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     a->fuse_dx = 0;
     a->smem_bytes = 0;
     a->loss_blocks = fhd__cuda_td_loss_grid(a->B);
-    a->pdl = fhd_pdl_allowed(loss_kernel(rows));
+    /* the head forwards inside: W_head of both networks after the tiles and the scratch */
+    const uint64_t wsm_off = (4 * rows * HOp + 3 * rows * a->D + rows + 3) / 4 * 4;
+    const uint64_t wsm = 2 * (uint64_t)a->HO * a->H * sizeof(float);
+    if (a->head_nc != 0 &&
+        (rows != 8 || a->H == 0 || a->H % 4 != 0 || !a->head_vec || a->HO > a->head_nc ||
+         a->head_nc % 8 != 0 || a->head_nc > FHD_NARROW_MAX_OUT || wsm > FHD_LOSS_HEAD_SMEM ||
+         wsm_off * sizeof(float) + wsm + static_bytes > (uint64_t)optin))
+        a->head_nc = 0; /* the head forwards run before the loss kernel */
+    a->wsm_off = a->head_nc ? (uint32_t)wsm_off : 0;
+    a->pdl = fhd_pdl_allowed((const void *)loss_kernel(rows, a->head_nc));
     if (scratch + static_bytes > (uint64_t)optin)
         return cudaErrorInvalidValue; /* FHD_LOSS_MAX_BRANCHES keeps this far away */
     uint64_t bytes = scratch;
@@ -587,7 +700,9 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
             w * sizeof(float) * fhd__cuda_td_loss_grid(a->B) <= FHD_LOSS_FUSE_TRAFFIC)
             a->fuse_dx = 1;
     }
-    e = allow_dynamic_smem(loss_kernel(rows), bytes);
+    if (a->head_nc) /* staged (the tiles fit, since W_head does), then W_head */
+        bytes = wsm_off * sizeof(float) + wsm;
+    e = allow_dynamic_smem((const void *)loss_kernel(rows, a->head_nc), bytes);
     if (e != cudaSuccess)
         return e;
     a->smem_bytes = (uint32_t)bytes;
@@ -619,18 +734,16 @@ cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
     const cudaLaunchConfig_t cfg = fhd_pdl_config(dim3(fhd__cuda_td_loss_grid(a->B)),
                                                   dim3(FHD_LOSS_THREADS), a->smem_bytes, stream,
                                                   a->pdl, &attr);
-    if (fhd__cuda_td_loss_rows(a->B) == 8)
-        return cudaLaunchKernelEx(&cfg, fhd_td_loss_kernel<8>, *a);
-    return cudaLaunchKernelEx(&cfg, fhd_td_loss_kernel<32>, *a);
+    return cudaLaunchKernelEx(&cfg, loss_kernel(fhd__cuda_td_loss_rows(a->B), a->head_nc), *a);
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph
  * capture). */
 cudaError_t fhd__cuda_td_loss_preload(void) {
     cudaFuncAttributes fa;
-    cudaError_t e = cudaFuncGetAttributes(&fa, loss_kernel(8));
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&fa, loss_kernel(32));
+    cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)loss_kernel(32, 0));
+    for (uint32_t nc = 0; nc <= FHD_NARROW_MAX_OUT && e == cudaSuccess; nc += 8)
+        e = cudaFuncGetAttributes(&fa, (const void *)loss_kernel(8, nc));
     if (e == cudaSuccess)
         e = cudaFuncGetAttributes(&fa, dx_kernel(8));
     if (e == cudaSuccess)

@@ -13,7 +13,8 @@
  *   bit-identical to the CPU), fhd__td_loss (Huber/MSE + CQL, dL/dQ) and
  *   fhd__head_combine_backward, producing d(head outputs) (B, HO) for the head GEMMs, and the
  *   mean |td| its sample's new priority comes from (prioritized replay). The PER importance
- *   weights are computed by the block's last warp while the others stage the tiles.
+ *   weights are computed by the block's last warp while the others stage the tiles. With
+ *   head_nc, the block computes its rows of both heads itself (below) instead of staging them.
  * The block writes its column sums of d(head outputs) (row order: the head bias gradient's
  * partials, summed by the optimiser's norm kernel) and its loss statistics. For a small head
  * (HO x H <= FHD_LOSS_FUSE_MAX, and all the blocks' reads of W_head <= FHD_LOSS_FUSE_TRAFFIC)
@@ -90,7 +91,25 @@ typedef struct fhd__loss_args {
     float *dz_below;      /* (B, H) */
     float *bpart;         /* (grid, H) */
     uint32_t H;           /* width of the last torso layer (0: no torso) */
+    /* the head forwards in the loss kernel (head_nc != 0): a narrow head (at most
+     * FHD_NARROW_MAX_OUT outputs), whose narrow kernels are then not run. After its wait (for
+     * the last torso layers' GEMMs) each block computes its rows of online(s), target(s') and
+     * (double DQN) online(s') with the narrow kernel's sums (kernels/narrow.cuh: the same bits
+     * when B is a multiple of 4), both networks' W_head copied into shared memory while the x
+     * loads are in flight, instead of staging the head tiles from global memory. It lets the
+     * head-dx kernel start only after that. Asked for by the caller (head_nc = the narrow
+     * kernel's chunk, head_vec), kept by fhd__cuda_td_loss_setup where the tiles are staged,
+     * with 8 rows a block, a torso (H > 0, a multiple of 4) and both W_head in
+     * FHD_LOSS_HEAD_SMEM bytes. */
+    const float *b_head;     /* (HO) online head bias */
+    const float *x_tgt;      /* (B, H) the target's last torso activation */
+    const float *w_head_tg;  /* (HO, H) target head weight */
+    const float *b_head_tg;  /* (HO) its bias */
+    const float *alpha_tg;   /* (1) 1, or the target head's 1/sigma */
+    uint32_t head_nc;        /* outputs a chunk (8, 16, 24, 32), or 0: the head forwards before */
+    int head_vec;            /* float4 rows (fhd__cuda_narrow_linear_vec of both): required */
     /* set by fhd__cuda_td_loss_setup */
+    uint32_t wsm_off;     /* head_nc: floats into the dynamic shared memory where W_head goes */
     uint32_t HOp;         /* shared-memory row stride (odd: no bank conflicts), 0: not staged */
     uint32_t loss_blocks; /* the loss kernel's grid */
     int fuse_dx;          /* the head's dx by fhd__cuda_head_dx after the loss kernel */
@@ -104,6 +123,7 @@ typedef struct fhd__loss_args {
 #define FHD_LOSS_SMALL_BATCH 4096 /* up to this batch, 8 rows per block (more blocks), else 32 */
 #define FHD_LOSS_FUSE_MAX 16384   /* largest HO x H whose dx is done inside the loss kernel */
 #define FHD_LOSS_FUSE_TRAFFIC (64u << 20) /* and W_head read by all the blocks, at most (bytes) */
+#define FHD_LOSS_HEAD_SMEM (32u << 10) /* both networks' W_head staged for head_nc, at most */
 
 /* Batch rows per block (fhd__cuda_td_loss_rows) and blocks of the loss kernel. */
 uint32_t fhd__cuda_td_loss_rows(uint32_t B);

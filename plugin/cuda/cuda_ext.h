@@ -68,7 +68,9 @@ enum {
     FHD_CUDA_INFO_OPT_PER = 8,        /* its weights a thread (fhd__opt_args.per: 2, 4 or 8) */
     FHD_CUDA_INFO_FORK_SN1 = 9,       /* 1: the target forward forks after the power iteration's
                                        * first pass (cuda_internal.h, fork_sn1) */
-    FHD_CUDA_INFO_COUNT = 10
+    FHD_CUDA_INFO_HEAD_IN_LOSS = 10,  /* 1: both head forwards inside the loss kernel
+                                       * (cuda_internal.h, head_in_loss) */
+    FHD_CUDA_INFO_COUNT = 11
 };
 
 #endif

@@ -55,6 +55,10 @@ void fhd__cuda_plan_splits(fhd__backend *b) {
      * backward's tail is latency-bound (the head's dW on its own branch) */
     b->sample_ahead = !b->has_sn || b->hdw_side;
     b->fork_sn1 = b->has_sn && b->sample_ahead && !b->pair_fwd0;
+    /* the head forwards inside the loss kernel (cuda_internal.h; prepare_head_in_loss keeps it
+     * where the loss kernel's setup can) */
+    b->head_in_loss = lo->L >= 1 && fhd__cuda_td_loss_rows(b->B) == 8 &&
+                      fhd__gemm_head_narrow(b, b->rows_on);
 }
 
 static void prepare_sn(fhd__backend *b) {
@@ -161,6 +165,25 @@ static void prepare_sample(fhd__backend *b) {
     b->a_sample_obs.part = FHD_SAMPLE_OBS;
 }
 
+/* The target forward's input of layer l >= 1 (target(s'), B rows): the two buffers in turn,
+ * or with layer 0 paired the target's layer-0 output, rows_on rows after the online ones in
+ * h[0] (with double DQN both run over (s, s') and the target's rows of s' are its second
+ * half). */
+static const float *target_input(const fhd__backend *b, uint32_t l) {
+    if (l == 1 && b->pair_fwd0) {
+        const float *h0_tg = b->h[0] + (size_t)b->rows_on * b->lo.layers[0].out;
+        return h0_tg + (b->rows_on > b->B ? (size_t)b->B * b->lo.layers[0].out : 0);
+    }
+    return (l - 1) % 2 == 0 ? b->tg_a : b->tg_b;
+}
+
+/* train_batch's loss arguments: the training ones with the host's weights, without PER. */
+static void loss_batch_args(fhd__backend *b) {
+    b->a_loss_batch = b->a_loss_train;
+    b->a_loss_batch.w_in = b->g_w;
+    b->a_loss_batch.prioritized = 0;
+}
+
 static int32_t prepare_loss(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
     const fhd__config *c = &b->cfg;
@@ -231,9 +254,30 @@ static int32_t prepare_loss(fhd__backend *b) {
         b->bparts[L - 1] = fhd__cuda_td_loss_grid(B);
     b->bpart[L] = b->colpart;
     b->bparts[L] = fhd__cuda_td_loss_grid(B);
-    b->a_loss_batch = *a;
-    b->a_loss_batch.w_in = b->g_w;
-    b->a_loss_batch.prioritized = 0;
+    loss_batch_args(b);
+    return FHD_OK;
+}
+
+/* The head forwards inside the loss kernel (head_in_loss), once the GEMMs are planned (the
+ * target's input depends on whether layer 0 is paired). */
+static int32_t prepare_head_in_loss(fhd__backend *b) {
+    fhd__loss_args *a = &b->a_loss_train;
+    const uint32_t L = b->lo.L;
+    const fhd__layer *head = &b->lo.layers[L];
+    if (!b->head_in_loss)
+        return FHD_OK;
+    const float *tg = b->params + b->T; /* the target network */
+    a->b_head = b->params + head->b_off;
+    a->x_tgt = target_input(b, L);
+    a->w_head_tg = tg + head->w_off;
+    a->b_head_tg = tg + head->b_off;
+    a->alpha_tg = head->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + L : b->d_one;
+    a->head_nc = (uint32_t)fhd__cuda_narrow_chunk(head->out);
+    a->head_vec = fhd__cuda_narrow_linear_vec(a->h_below, a->H, a->w_head, a->H) &&
+                  fhd__cuda_narrow_linear_vec(a->x_tgt, a->H, a->w_head_tg, a->H);
+    FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device)); /* keeps head_nc where it can */
+    b->head_in_loss = a->head_nc != 0;
+    loss_batch_args(b);
     return FHD_OK;
 }
 
@@ -293,11 +337,7 @@ static void prepare_opt(fhd__backend *b) {
 static int32_t prepare_gemms(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
     const uint32_t L = lo->L, B = b->B, S = lo->S;
-    /* the target's layer-0 output when paired: rows_on rows after the online ones in h[0]; with
-     * double DQN both run over (s, s') and the target's rows of s' are the second half */
     const uint32_t out0 = lo->layers[0].out;
-    float *h0_tg = b->h[0] + (size_t)b->rows_on * out0;
-    const float *x1_tg = h0_tg + (b->rows_on > B ? (size_t)B * out0 : 0);
     if (b->pair_fwd0 &&
         fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->g_x,
                                     b->rows_on > B ? 0 : (int64_t)B * S, b->h[0],
@@ -314,9 +354,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
         const float *a_tg = ly->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + l : b->d_one;
         const float *xo = l == 0 ? b->g_x : b->h[l - 1];
         /* target(s') */
-        const float *xt = l == 0 ? b->g_x + (size_t)B * S : ((l - 1) % 2 == 0 ? b->tg_a : b->tg_b);
-        if (l == 1 && b->pair_fwd0)
-            xt = x1_tg;
+        const float *xt = l == 0 ? b->g_x + (size_t)B * S : target_input(b, l);
         float *yt = l == L ? b->head_t : (l % 2 == 0 ? b->tg_a : b->tg_b);
         if (!(l == 0 && b->pair_fwd0)) {
             /* online(s) [+ online(s')] */
@@ -394,5 +432,6 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
     prepare_sample(b);
     FHD_TRY(prepare_loss(b));
     prepare_opt(b);
-    return prepare_gemms(b);
+    FHD_TRY(prepare_gemms(b));
+    return prepare_head_in_loss(b);
 }

@@ -103,6 +103,7 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
         all[FHD_CUDA_INFO_OPT_FORM] = b->opt_grid ? 1u + (b->a_opt.one_pass != 0) : 0u;
         all[FHD_CUDA_INFO_OPT_PER] = b->a_opt.per;
         all[FHD_CUDA_INFO_FORK_SN1] = (uint64_t)b->fork_sn1;
+        all[FHD_CUDA_INFO_HEAD_IN_LOSS] = (uint64_t)b->head_in_loss;
         for (uint32_t l = 0; l < b->lo.L; l++)
             all[FHD_CUDA_INFO_DZ_TRANSPOSED] |= (uint64_t)(b->dz_t[l] != 0) << l;
         memcpy(o, all, sizeof(uint64_t) * count);

@@ -11,10 +11,11 @@
  *       GEMMs (the batch region holds obs then next_obs)
  *   s1  target(s') forward
  *       (a head of a few outputs: the narrow kernel, on sm_90 a programmatic dependent of the
- *       GEMM before it)
+ *       GEMM before it; or, head_in_loss, both heads by the loss kernel)
  *       -- join --
- *   s0  loss: head combine, target, weights, loss, dL/dQ, head backward, the rows' mean |td|;
- *       on sm_90 a programmatic dependent of the head forwards (it starts while they end)
+ *   s0  loss: [head forwards,] head combine, target, weights, loss, dL/dQ, head backward, the
+ *       rows' mean |td|; on sm_90 a programmatic dependent of the kernels before it (it starts
+ *       while the narrow heads end)
  *   s0  for a small head, dx through the head and the ReLU below it (dz of layer L - 1): the
  *       head-dx kernel, on sm_90 the loss kernel's programmatic dependent; the branches below
  *       fork before it
@@ -88,9 +89,11 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
         FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
     }
-    for (uint32_t l = l0; l <= L; l++)
+    /* the head forwards are the loss kernel's own with head_in_loss */
+    const uint32_t top = L - (b->head_in_loss ? 1u : 0u);
+    for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], s0, b->ws_main));
-    for (uint32_t l = l0; l <= L; l++)
+    for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], s1, b->ws_side));
     FHD_CK(b, cudaEventRecord(b->ev_tgt, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tgt, 0));

@@ -16,7 +16,9 @@
  *     (and on B3, which samples inside the update, the plan says it does);
  *   - on sm_90 the loss kernel hangs on a programmatic edge (it starts its own loads while the
  *     head's forward finishes), and below sm_90 there are no such edges;
- *   - the loss kernel's two predecessors (the head forwards) descend from a common kernel node;
+ *   - the loss kernel's two predecessors descend from a common kernel node: the two narrow
+ *     head forwards, or on B1 (both heads computed by the loss kernel) the last torso layers'
+ *     GEMMs, with no narrow head kernel in the graph;
  *   - the sampling kernel is where the variant puts it: before the loss when the update samples
  *     its own batch; for the next update's batch, after the loss, the priority update and
  *     every GEMM but the head's dW, and beside the optimiser;
@@ -100,7 +102,8 @@ static int parallel_between(int from, int to, const char *what) {
 }
 
 /* The structure of one captured variant of the update (cuda_ext.h, FHD_CUDA_GRAPH_*). */
-static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int fork_sn1) {
+static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int fork_sn1,
+                    int head_in_loss) {
     static const char *names[FHD_CUDA_GRAPHS] = {"single", "first", "steady", "last"};
     const char *vn = names[v];
     cudaGraph_t g = NULL;
@@ -120,7 +123,7 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int
     ct_check(e == cudaSuccess, "%s: cudaGraphGetEdges: %zu edges", vn, ne);
     int n_kernel = 0, n_memcpy = 0, n_memset = 0, n_other = 0, n_sn = 0, ours_1x1 = 0;
     int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, first_sn = -1, last_sn = -1, n_opt = 0;
-    int samples[4], n_sample = 0, prio = -1, n_lib = 0, relu_dw = -1;
+    int samples[4], n_sample = 0, prio = -1, n_lib = 0, relu_dw = -1, n_narrow = 0;
     for (size_t i = 0; i < nn; i++) {
         node_info *ni = &nodes[i];
         ni->node = raw[i];
@@ -153,6 +156,8 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int
                 }
                 if (strstr(ni->name, "fhd_td_loss_kernel"))
                     loss = (int)i;
+                if (strstr(ni->name, "fhd_narrow_linear_kernel"))
+                    n_narrow++;
                 if (strstr(ni->name, "fhd_sample_gather_kernel") && n_sample < 4)
                     samples[n_sample++] = (int)i;
                 if (strstr(ni->name, "fhd_priority_update_kernel"))
@@ -275,6 +280,23 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int
         ct_check(np == 2 && common > 0,
                  "%s: the loss kernel's %d predecessors descend from %d common kernel node(s)", vn,
                  np, common);
+        /* which they are: the last torso layers' GEMMs when the loss kernel computes both
+         * heads (head_in_loss), else the two narrow head kernels */
+        int n_gemm_pred = 0, n_narrow_pred = 0;
+        for (int k = 0; k < np; k++) {
+            if (preds[k] < 0 || nodes[preds[k]].type != cudaGraphNodeTypeKernel)
+                continue;
+            n_gemm_pred += !nodes[preds[k]].ours;
+            n_narrow_pred += strstr(nodes[preds[k]].name, "fhd_narrow_linear_kernel") != NULL;
+        }
+        if (head_in_loss)
+            ct_check(n_narrow == 0 && n_gemm_pred == 2,
+                     "%s: heads in the loss kernel: %d narrow head kernels, %d of its %d "
+                     "predecessors are GEMMs", vn, n_narrow, n_gemm_pred, np);
+        else
+            ct_check(n_narrow == 2 && n_narrow_pred == 2,
+                     "%s: %d narrow head kernels, %d of them before the loss kernel", vn,
+                     n_narrow, n_narrow_pred);
     }
     /* sampling: in the update (before the loss) and ahead (for the next update, at the end),
      * ahead in two launches: the descent with every row but the obs rows, then those */
@@ -399,8 +421,11 @@ int main(void) {
     ct_check(info_sn[FHD_CUDA_INFO_FORK_SN1] == 1,
              "spectral norm, batches sampled ahead: the target forward forks after the power "
              "iteration's first pass (%llu)", (unsigned long long)info_sn[FHD_CUDA_INFO_FORK_SN1]);
+    ct_check(info_sn[FHD_CUDA_INFO_HEAD_IN_LOSS] == 1,
+             "B1-sn: both head forwards inside the loss kernel (%llu)",
+             (unsigned long long)info_sn[FHD_CUDA_INFO_HEAD_IN_LOSS]);
     for (int v = 0; v < FHD_CUDA_GRAPHS; v++)
-        inspect(L, v, dp, 2, 1);
+        inspect(L, v, dp, 2, 1, 1);
     {   /* B1 without spectral norm: layer 0 of both networks in one batched GEMM, the first node
          * of the captures whose batch was sampled ahead */
         char plain[1024];
@@ -437,7 +462,12 @@ int main(void) {
         uint64_t dp3[FHD_CUDA_DEVPTR_COUNT];
         ct_read(L3, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dp3);
         printf("B3 (spectral norm, sampling inside the update):\n");
-        inspect(L3, FHD_CUDA_GRAPH_SINGLE, dp3, 2, 0);
+        /* B3's two W_head (21 x 512 each) exceed FHD_LOSS_HEAD_SMEM: narrow head kernels */
+        ct_check(inf3[FHD_CUDA_INFO_HEAD_IN_LOSS] == 0 && inf[FHD_CUDA_INFO_HEAD_IN_LOSS] == 1,
+                 "head forwards inside the loss kernel: B3 %llu (0 expected), B1 %llu (1)",
+                 (unsigned long long)inf3[FHD_CUDA_INFO_HEAD_IN_LOSS],
+                 (unsigned long long)inf[FHD_CUDA_INFO_HEAD_IN_LOSS]);
+        inspect(L3, FHD_CUDA_GRAPH_SINGLE, dp3, 2, 0, 0);
         const uint64_t want3 = ct_tuned_card() ? 4 : 0;
         ct_check(inf3[FHD_CUDA_INFO_GEMM_TUNED] == want3,
                  "B3: %llu GEMMs with a measured configuration (%llu expected on this card)",
@@ -451,7 +481,7 @@ int main(void) {
         fhd__learner_destroy(L3);
         ct_read(Lp, FHD_CUDA_STATE_DEVPTRS, 0, FHD_CUDA_DEVPTR_COUNT, dpp);
         for (int v = 0; v < FHD_CUDA_GRAPHS; v++)
-            inspect(Lp, v, dpp, 0, 0);
+            inspect(Lp, v, dpp, 0, 0, 1);
         no_sync_loop(Lp, "no spectral norm (four captures)");
         fhd__learner_destroy(Lp);
     }
