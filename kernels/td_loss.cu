@@ -319,7 +319,8 @@ static __device__ __forceinline__ void head_rows(const fhd__loss_args &a, uint32
             for (int q = 0; q < HEAD_STAGE; q++) {
                 const uint32_t e = e0 + q * nst;
                 v[q] = e < n4 ? __ldg(won + e)
-                              : (e < 2 * n4 ? __ldg(wtg + (e - n4)) : make_float4(0, 0, 0, 0));
+                              : (e < 2 * n4 ? __ldg(wtg + (e - n4))
+                                            : make_float4(0.0f, 0.0f, 0.0f, 0.0f));
             }
 #pragma unroll
             for (int q = 0; q < HEAD_STAGE; q++)
@@ -358,8 +359,8 @@ static __device__ __forceinline__ void head_rows(const fhd__loss_args &a, uint32
  * the head tiles; then three phases separated by barriers, each row's cross-branch sums taken
  * in branch order from shared memory (as the CPU's loops): the branches' target terms, then y
  * and each branch's loss, dL/dQ and head-combine backward, then the row's V gradient and mean
- * |td| (the new priority's input). With HNC (= a.head_nc) the online head's tiles are computed
- * here, after the wait, by the block's first warps (head_rows below); the target's is staged. */
+ * |td| (the new priority's input). With HNC (= a.head_nc) the head tiles are not staged but
+ * computed here after the wait (head_rows, above). */
 template <int ROWS, int HNC>
 __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     fhd_td_loss_kernel(const __grid_constant__ fhd__loss_args a) {
@@ -426,6 +427,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     if (HNC == 0)
         fhd_pdl_trigger();
     if (HNC > 0) { /* staged (fhd__cuda_td_loss_setup); not by the weight warp */
+        /* (the HNC == 0 instances never run it; 8 only keeps their template valid) */
         head_rows<ROWS, (HNC > 0 ? HNC : 8)>(a, r0, nrows, smem + a.wsm_off, s_on, s_tgt,
                                              sel_is_tgt ? NULL : s_sel,
                                              per_w ? blockDim.x - 32 : blockDim.x);
@@ -633,8 +635,8 @@ unsigned int fhd__cuda_td_loss_grid(uint32_t B) {
     return (unsigned int)(g < 2 ? 2 : g);
 }
 
-/* The loss kernel's instance for its rows a block and head_nc (the online head inside: 8 rows a
- * block only). */
+/* The loss kernel's instance for its rows a block and head_nc (the heads inside: 8 rows a block
+ * only). */
 typedef void (*loss_fn)(const fhd__loss_args);
 static loss_fn loss_kernel(uint32_t rows, uint32_t nc) {
     if (rows != 8)
