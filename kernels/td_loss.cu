@@ -683,8 +683,11 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     /* the head forwards inside: W_head of both networks after the tiles and the scratch */
     const uint64_t wsm_off = (4 * rows * HOp + 3 * rows * a->D + rows + 3) / 4 * 4;
     const uint64_t wsm = 2 * (uint64_t)a->HO * a->H * sizeof(float);
+    const int head_vec = a->H > 0 &&
+                         fhd__cuda_narrow_linear_vec(a->h_below, a->H, a->w_head, a->H) &&
+                         fhd__cuda_narrow_linear_vec(a->x_tgt, a->H, a->w_head_tg, a->H);
     if (a->head_nc != 0 &&
-        (rows != 8 || a->H == 0 || a->H % 4 != 0 || !a->head_vec || a->HO > a->head_nc ||
+        (rows != 8 || !head_vec || a->HO > a->head_nc ||
          a->head_nc % 8 != 0 || a->head_nc > FHD_NARROW_MAX_OUT || wsm > FHD_LOSS_HEAD_SMEM ||
          wsm_off * sizeof(float) + wsm + static_bytes > (uint64_t)optin))
         a->head_nc = 0; /* the head forwards run before the loss kernel */

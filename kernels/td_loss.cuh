@@ -98,16 +98,15 @@ typedef struct fhd__loss_args {
      * when B is a multiple of 4), both networks' W_head copied into shared memory while the x
      * loads are in flight, instead of staging the head tiles from global memory. It lets the
      * head-dx kernel start only after that. Asked for by the caller (head_nc = the narrow
-     * kernel's chunk, head_vec), kept by fhd__cuda_td_loss_setup where the tiles are staged,
-     * with 8 rows a block, a torso (H > 0, a multiple of 4) and both W_head in
-     * FHD_LOSS_HEAD_SMEM bytes. */
+     * kernel's chunk), kept by fhd__cuda_td_loss_setup where the tiles are staged, x and W rows
+     * take float4 loads (fhd__cuda_narrow_linear_vec), with 8 rows a block, a torso (H > 0)
+     * and both W_head in FHD_LOSS_HEAD_SMEM bytes. */
     const float *b_head;     /* (HO) online head bias */
     const float *x_tgt;      /* (B, H) the target's last torso activation */
     const float *w_head_tg;  /* (HO, H) target head weight */
     const float *b_head_tg;  /* (HO) its bias */
     const float *alpha_tg;   /* (1) 1, or the target head's 1/sigma */
     uint32_t head_nc;        /* outputs a chunk (8, 16, 24, 32), or 0: the head forwards before */
-    int head_vec;            /* float4 rows (fhd__cuda_narrow_linear_vec of both): required */
     /* set by fhd__cuda_td_loss_setup */
     uint32_t wsm_off;     /* head_nc: floats into the dynamic shared memory where W_head goes */
     uint32_t HOp;         /* shared-memory row stride (odd: no bank conflicts), 0: not staged */

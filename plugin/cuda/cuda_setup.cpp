@@ -273,8 +273,6 @@ static int32_t prepare_head_in_loss(fhd__backend *b) {
     a->b_head_tg = tg + head->b_off;
     a->alpha_tg = head->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + L : b->d_one;
     a->head_nc = (uint32_t)fhd__cuda_narrow_chunk(head->out);
-    a->head_vec = fhd__cuda_narrow_linear_vec(a->h_below, a->H, a->w_head, a->H) &&
-                  fhd__cuda_narrow_linear_vec(a->x_tgt, a->H, a->w_head_tg, a->H);
     FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device)); /* keeps head_nc where it can */
     b->head_in_loss = a->head_nc != 0;
     loss_batch_args(b);
