@@ -8,8 +8,8 @@
  * final wait is noise). Prints the median and the minimum over the repetitions, and the act
  * latency (greedy actions for 1 and 256 observations, host to host).
  *
- *   cuda_bench [NAME ...]     NAME in B1 B1-sn B2-fp32 B2-tf32f B2-tf32 B3 C0 (default: all;
- *                             B2-tf32f: tf32_forward)
+ *   cuda_bench [NAME ...]     NAME in B1 B1-sn B2-fp32 B2-tf32f B2-tf32 B3 B3-tf32f B3-tf32 C0
+ *                             (default: all; -tf32f: tf32_forward)
  * With FHD_BENCH_QUICK set, only the fill and 50 warm-up updates run (for a profiler).
  * With FHD_BENCH_TRACE set, the kernels of 8 updates after the warm-up (one train(8), or
  * train(FHD_BENCH_TRACE_N); with
@@ -17,7 +17,8 @@
  * of cuda_ext.h's FHD_CUDA_GRAPH_*) are also recorded with CUPTI (real start and end times
  * inside the graph, nothing serialised) and the last two updates are printed as timelines:
  * start and end of every kernel relative to the end of the update before, and the gap since
- * the previous kernel on the critical path ends.
+ * the previous kernel on the critical path ends. With FHD_BENCH_TRACE_LAUNCH each kernel's
+ * launch follows: blocks x threads, registers, shared memory and the hardware channel it ran on.
  */
 #include "cuda_test.h"
 
@@ -52,6 +53,14 @@ static const bench benches[] = {
     {"B3", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], \"actions\": [5, 5, 5, 5], "
            "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\", "
            "\"cql_alpha\": 0.1}"},
+    /* B3 at the other precisions (B3 itself is fp32, the default): what FP32 costs its GEMMs */
+    {"B3-tf32f", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], "
+                 "\"actions\": [5, 5, 5, 5], \"batch_size\": 1024, \"replay_capacity\": 1048576, "
+                 "\"spectral_norm\": \"all\", \"cql_alpha\": 0.1, "
+                 "\"matmul_precision\": \"tf32_forward\"}"},
+    {"B3-tf32", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], "
+                "\"actions\": [5, 5, 5, 5], \"batch_size\": 1024, \"replay_capacity\": 1048576, "
+                "\"spectral_norm\": \"all\", \"cql_alpha\": 0.1, \"matmul_precision\": \"tf32\"}"},
 };
 
 static int cmp_double(const void *a, const void *b) {
@@ -119,6 +128,7 @@ static double timed(fhd_learner *L, uint32_t n) {
 typedef struct trace_rec {
     uint64_t start, end;
     uint32_t stream;
+    uint32_t blocks, threads, regs, smem, channel;
     char name[72];
 } trace_rec;
 static trace_rec trace[TRACE_MAX];
@@ -144,6 +154,11 @@ static void CUPTIAPI trace_buffer_completed(CUcontext ctx, uint32_t stream, uint
         t->start = k->start;
         t->end = k->end;
         t->stream = k->streamId;
+        t->blocks = (uint32_t)(k->gridX * k->gridY * k->gridZ);
+        t->threads = (uint32_t)(k->blockX * k->blockY * k->blockZ);
+        t->regs = k->registersPerThread;
+        t->smem = (uint32_t)(k->staticSharedMemory + k->dynamicSharedMemory);
+        t->channel = k->channelID;
         snprintf(t->name, sizeof t->name, "%s", k->name ? k->name : "?");
     }
     free(buf);
@@ -192,6 +207,7 @@ static void print_trace(const char *cfg, const char *mode) {
 static void print_update(const char *cfg, const char *mode, int p, int z) {
     const uint64_t t0 = trace[p].end;
     uint64_t busy_end = t0;
+    const int launch = getenv("FHD_BENCH_TRACE_LAUNCH") != NULL;
     printf("trace %s (%s): one update, %.1f us from the previous update's end to its own\n", cfg,
            mode, ((double)trace[z].end - (double)t0) / 1000.0);
     printf("  %8s %8s %7s %7s  %s\n", "start", "end", "dur", "gap", "kernel");
@@ -199,10 +215,14 @@ static void print_update(const char *cfg, const char *mode, int p, int z) {
         if (is_opt(&trace[i]) && i != z)
             continue;
         const double gap = trace[i].start > busy_end ? (trace[i].start - busy_end) / 1000.0 : 0.0;
-        printf("  %8.2f %8.2f %7.2f %7.2f  [s%u] %.60s\n",
+        printf("  %8.2f %8.2f %7.2f %7.2f  [s%u] %.60s",
                ((double)trace[i].start - (double)t0) / 1000.0,
                ((double)trace[i].end - (double)t0) / 1000.0,
                (trace[i].end - trace[i].start) / 1000.0, gap, trace[i].stream, trace[i].name);
+        if (launch) /* blocks x threads, registers, shared memory (KB), hardware channel */
+            printf("  {%ux%u r%u smem %.1fK ch%u}", trace[i].blocks, trace[i].threads,
+                   trace[i].regs, trace[i].smem / 1024.0, trace[i].channel);
+        printf("\n");
         if (trace[i].end > busy_end)
             busy_end = trace[i].end;
     }
