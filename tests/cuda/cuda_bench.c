@@ -35,6 +35,18 @@ typedef struct bench {
     "\"max_grad_norm\": 10, \"loss\": \"huber\", \"learning_starts\": 0, \"seed\": 1, "        \
     "\"target_update_interval\": 1000, \"num_envs\": 256"
 
+/* B2 and B3 (DESIGN.md section 6), each at the three matmul precisions (B3 itself is fp32, the
+ * default; its TF32 forms show what FP32 costs its GEMMs) */
+#define B2                                                                                     \
+    COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "                 \
+           "\"batch_size\": 8192, \"replay_capacity\": 1048576"
+#define B3                                                                                     \
+    COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], \"actions\": [5, 5, 5, 5], "            \
+           "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\", "  \
+           "\"cql_alpha\": 0.1"
+#define TF32F ", \"matmul_precision\": \"tf32_forward\""
+#define TF32 ", \"matmul_precision\": \"tf32\""
+
 static const bench benches[] = {
     {"C0", "{" COMMON ", \"obs_dim\": 4, \"hidden\": [64, 64], \"actions\": [2], "
            "\"batch_size\": 64, \"replay_capacity\": 100000}"},
@@ -42,25 +54,12 @@ static const bench benches[] = {
            "\"batch_size\": 256, \"replay_capacity\": 1048576}"},
     {"B1-sn", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], "
               "\"batch_size\": 256, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\"}"},
-    {"B2-fp32", "{" COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "
-                "\"batch_size\": 8192, \"replay_capacity\": 1048576}"},
-    {"B2-tf32f", "{" COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "
-                 "\"batch_size\": 8192, \"replay_capacity\": 1048576, \"matmul_precision\": "
-                 "\"tf32_forward\"}"},
-    {"B2-tf32", "{" COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "
-                "\"batch_size\": 8192, \"replay_capacity\": 1048576, \"matmul_precision\": "
-                "\"tf32\"}"},
-    {"B3", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], \"actions\": [5, 5, 5, 5], "
-           "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\", "
-           "\"cql_alpha\": 0.1}"},
-    /* B3 at the other precisions (B3 itself is fp32, the default): what FP32 costs its GEMMs */
-    {"B3-tf32f", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], "
-                 "\"actions\": [5, 5, 5, 5], \"batch_size\": 1024, \"replay_capacity\": 1048576, "
-                 "\"spectral_norm\": \"all\", \"cql_alpha\": 0.1, "
-                 "\"matmul_precision\": \"tf32_forward\"}"},
-    {"B3-tf32", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], "
-                "\"actions\": [5, 5, 5, 5], \"batch_size\": 1024, \"replay_capacity\": 1048576, "
-                "\"spectral_norm\": \"all\", \"cql_alpha\": 0.1, \"matmul_precision\": \"tf32\"}"},
+    {"B2-fp32", "{" B2 "}"},
+    {"B2-tf32f", "{" B2 TF32F "}"},
+    {"B2-tf32", "{" B2 TF32 "}"},
+    {"B3", "{" B3 "}"},
+    {"B3-tf32f", "{" B3 TF32F "}"},
+    {"B3-tf32", "{" B3 TF32 "}"},
 };
 
 static int cmp_double(const void *a, const void *b) {
