@@ -37,15 +37,15 @@ typedef struct bench {
 
 /* B2 and B3 (DESIGN.md section 6), each at the three matmul precisions (B3 itself is fp32, the
  * default; its TF32 forms show what FP32 costs its GEMMs) */
-#define B2                                                                                     \
+#define CFG_B2                                                                                 \
     COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "                 \
            "\"batch_size\": 8192, \"replay_capacity\": 1048576"
-#define B3                                                                                     \
+#define CFG_B3                                                                                 \
     COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], \"actions\": [5, 5, 5, 5], "            \
            "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\", "  \
            "\"cql_alpha\": 0.1"
-#define TF32F ", \"matmul_precision\": \"tf32_forward\""
-#define TF32 ", \"matmul_precision\": \"tf32\""
+#define PREC_TF32F ", \"matmul_precision\": \"tf32_forward\""
+#define PREC_TF32 ", \"matmul_precision\": \"tf32\""
 
 static const bench benches[] = {
     {"C0", "{" COMMON ", \"obs_dim\": 4, \"hidden\": [64, 64], \"actions\": [2], "
@@ -54,12 +54,12 @@ static const bench benches[] = {
            "\"batch_size\": 256, \"replay_capacity\": 1048576}"},
     {"B1-sn", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], "
               "\"batch_size\": 256, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\"}"},
-    {"B2-fp32", "{" B2 "}"},
-    {"B2-tf32f", "{" B2 TF32F "}"},
-    {"B2-tf32", "{" B2 TF32 "}"},
-    {"B3", "{" B3 "}"},
-    {"B3-tf32f", "{" B3 TF32F "}"},
-    {"B3-tf32", "{" B3 TF32 "}"},
+    {"B2-fp32", "{" CFG_B2 "}"},
+    {"B2-tf32f", "{" CFG_B2 PREC_TF32F "}"},
+    {"B2-tf32", "{" CFG_B2 PREC_TF32 "}"},
+    {"B3", "{" CFG_B3 "}"},
+    {"B3-tf32f", "{" CFG_B3 PREC_TF32F "}"},
+    {"B3-tf32", "{" CFG_B3 PREC_TF32 "}"},
 };
 
 static int cmp_double(const void *a, const void *b) {
