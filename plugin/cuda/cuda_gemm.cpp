@@ -361,7 +361,8 @@ int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, u
     return fhd__gemm_plan(b, g, &s);
 }
 
-int fhd__gemm_head_narrow(const fhd__backend *b, uint32_t rows) {
+/* A head planned as fhd__cuda_narrow_linear rather than a cuBLASLt GEMM. */
+static int head_narrow(const fhd__backend *b, uint32_t rows) {
     const fhd__layer *ly = &b->lo.layers[b->lo.L];
     return ly->out <= FHD_NARROW_MAX_OUT && (uint64_t)rows * ly->in <= FHD_NARROW_MAX_X;
 }
@@ -371,7 +372,7 @@ int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t 
     const fhd__layer *ly = &b->lo.layers[l];
     fhd__gemm_spec s;
     forward_spec(b, &s, net, l, rows, x, y, alpha);
-    if (l == b->lo.L && fhd__gemm_head_narrow(b, rows)) {
+    if (l == b->lo.L && head_narrow(b, rows)) {
         /* a head of a few outputs: cuBLASLt's tiles would be mostly padding (see linear.cuh) */
         memset(g, 0, sizeof(*g));
         g->narrow = 1;

@@ -120,8 +120,6 @@ int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, 
 int32_t fhd__gemm_plan_transpose(fhd__backend *b, fhd__gemm *g, const float *A, uint32_t rows,
                                  uint32_t cols, float *C);
 void fhd__gemm_destroy(fhd__gemm *g);
-/* 1 when the head's forward over rows rows is the narrow kernel's rather than cuBLASLt's. */
-int fhd__gemm_head_narrow(const fhd__backend *b, uint32_t rows);
 /* Plan the forward of layer l of network net (0 online, 1 target): y (rows, out) = x W^T + b,
  * ReLU on torso layers, alpha = 1/sigma on normalised layers. */
 int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
@@ -230,9 +228,9 @@ struct fhd__backend {
      * update: on B3 the target's layer-1 GEMM then started before the online one and the pair
      * ran slower (+1.5..+2.1 us; started first, both GEMMs took 55 us together against 44). */
     int fork_sn1;
-    /* Both head forwards inside the loss kernel (fhd__loss_args.head_nc) for a narrow head
-     * (fhd__gemm_head_narrow) with the loss kernel's 8-row blocks, float4 rows and both W_head
-     * in FHD_LOSS_HEAD_SMEM (C0, B1, B1-sn; not B3, B2). The loss kernel waits for the last
+    /* Both head forwards inside the loss kernel (fhd__loss_args.head_nc) where both are planned
+     * as narrow kernels, with the loss kernel's 8-row blocks, float4 rows and both W_head in
+     * FHD_LOSS_HEAD_SMEM (C0, B1, B1-sn; not B3, B2). The loss kernel waits for the last
      * torso layers' GEMMs instead of the two narrow kernels after them, and computes its rows
      * of online(s), online(s') and target(s'): the narrow kernels' runs, their ends and the
      * tiles' round trip through L2 leave the critical path (the loss kernel ends 1.3 us

@@ -54,11 +54,7 @@ void fhd__cuda_plan_splits(fhd__backend *b) {
     /* batches sampled ahead (cuda_internal.h): without spectral norm, and with it where the
      * backward's tail is latency-bound (the head's dW on its own branch) */
     b->sample_ahead = !b->has_sn || b->hdw_side;
-    b->fork_sn1 = b->has_sn && b->sample_ahead && !b->pair_fwd0;
-    /* the head forwards inside the loss kernel (cuda_internal.h; prepare_head_in_loss keeps it
-     * where the loss kernel's setup can) */
-    b->head_in_loss = lo->L >= 1 && fhd__cuda_td_loss_rows(b->B) == 8 &&
-                      fhd__gemm_head_narrow(b, b->rows_on);
+    b->fork_sn1 = b->has_sn && b->sample_ahead; /* (layer 0 is never paired with it) */
 }
 
 static void prepare_sn(fhd__backend *b) {
@@ -258,22 +254,24 @@ static int32_t prepare_loss(fhd__backend *b) {
     return FHD_OK;
 }
 
-/* The head forwards inside the loss kernel (head_in_loss), once the GEMMs are planned (the
- * target's input depends on whether layer 0 is paired). */
+/* The head forwards inside the loss kernel (head_in_loss, cuda_internal.h) where both heads are
+ * planned as narrow kernels: once the GEMMs are planned, the two plans hold the pointers the
+ * loss kernel takes (the target's input depends on whether layer 0 is paired); the loss
+ * kernel's setup keeps head_nc where it can. */
 static int32_t prepare_head_in_loss(fhd__backend *b) {
     fhd__loss_args *a = &b->a_loss_train;
     const uint32_t L = b->lo.L;
-    const fhd__layer *head = &b->lo.layers[L];
-    if (!b->head_in_loss)
+    const fhd__gemm *on = &b->fwd_on[L], *tg = &b->fwd_tg[L];
+    b->head_in_loss = 0;
+    if (L < 1 || !on->narrow || !tg->narrow)
         return FHD_OK;
-    const float *tg = b->params + b->T; /* the target network */
-    a->b_head = b->params + head->b_off;
-    a->x_tgt = target_input(b, L);
-    a->w_head_tg = tg + head->w_off;
-    a->b_head_tg = tg + head->b_off;
-    a->alpha_tg = head->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + L : b->d_one;
-    a->head_nc = (uint32_t)fhd__cuda_narrow_chunk(head->out);
-    FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device)); /* keeps head_nc where it can */
+    a->b_head = on->bias;
+    a->x_tgt = tg->B;
+    a->w_head_tg = tg->A;
+    a->b_head_tg = tg->bias;
+    a->alpha_tg = tg->alpha;
+    a->head_nc = (uint32_t)fhd__cuda_narrow_chunk(on->out);
+    FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device));
     b->head_in_loss = a->head_nc != 0;
     loss_batch_args(b);
     return FHD_OK;
