@@ -621,6 +621,7 @@ unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device) {
     int per_sm = 0, per_sm1 = 0, sms = 0, coop = 0;
     if (cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, device) != cudaSuccess || !coop ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+        fhd__cuda_opt_plan(a, 8); /* the two-kernel pass: the plan as set up */
         (void)cudaGetLastError();
         return 0;
     }

@@ -398,11 +398,12 @@ static void test_divide(void) {
     test_rng r = {29};
     long bad = 0;
     int i;
-    for (i = 0; i < n; ++i) { /* small row lengths, then any divisor; numerators up to 2^32 - 1 */
+    /* small row lengths, then any divisor; numerators of every magnitude up to 2^32 - 1 */
+    for (i = 0; i < n; ++i) {
         const uint32_t dv = (i & 1) ? 1 + (uint32_t)rng_below(&r, 4096)
                                     : 1 + (uint32_t)(rng_next(&r) >> (32 + rng_below(&r, 32)));
         d[i] = fhd_divisor_make(dv);
-        x[i] = (i & 7) == 0 ? 0xFFFFFFFFu : (uint32_t)(rng_next(&r) >> rng_below(&r, 33));
+        x[i] = (i & 7) == 0 ? 0xFFFFFFFFu : (uint32_t)(rng_next(&r) >> (32 + rng_below(&r, 32)));
     }
     {
         fhd_divisor *dd = to_dev(d, n);
