@@ -118,33 +118,12 @@ __device__ __forceinline__ bool fhd_last_block_done(unsigned int *counter, unsig
     return fhd_is_last;
 }
 
-/* Sum of p[k * stride] for k = lane, lane + 32, ... < n, by one warp (lane = threadIdx.x % 32),
- * returned to every lane. Each lane adds its values in k order, four loads in flight (__ldcg:
- * the partials were written by other blocks of this launch), then the fixed butterfly: the
- * result does not depend on scheduling. For the last-block reductions over per-block
- * partials, where a serial walk would pay one L2 round trip per partial. */
-template <typename T>
-__device__ __forceinline__ T fhd_warp_sum_strided(const T *p, uint32_t n, size_t stride) {
-    const uint32_t lane = threadIdx.x & 31;
-    T acc = 0;
-    uint32_t k = lane;
-    for (; k + 96 < n; k += 128) {
-        const T v0 = __ldcg(p + (size_t)k * stride), v1 = __ldcg(p + (size_t)(k + 32) * stride);
-        const T v2 = __ldcg(p + (size_t)(k + 64) * stride), v3 = __ldcg(p + (size_t)(k + 96) * stride);
-        acc += v0;
-        acc += v1;
-        acc += v2;
-        acc += v3;
-    }
-    for (; k < n; k += 32)
-        acc += __ldcg(p + (size_t)k * stride);
-    for (int o = 16; o > 0; o >>= 1)
-        acc += __shfl_xor_sync(FHD_FULL_MASK, acc, o);
-    return acc;
-}
-
-/* N series at once, p[k stride + q] for q < N, with every series' loads in flight together;
- * out[q] is bit for bit fhd_warp_sum_strided(p + q, n, stride). */
+/* Sums of p[k * stride + q], q < N, for k = lane, lane + 32, ... < n, by one warp (lane =
+ * threadIdx.x % 32), returned to every lane in out[q]. Each lane adds its values in k order,
+ * four k (and every series) in flight at a time (__ldcg: the partials were written by other
+ * blocks of this launch), then the fixed butterfly: the result does not depend on scheduling.
+ * For the last-block reductions over per-block partials, where a serial walk would pay one L2
+ * round trip per partial. */
 template <typename T, int N>
 __device__ __forceinline__ void fhd_warp_sum_strided_n(const T *p, uint32_t n, size_t stride,
                                                        T (&out)[N]) {
@@ -177,6 +156,14 @@ __device__ __forceinline__ void fhd_warp_sum_strided_n(const T *p, uint32_t n, s
             acc[q] += __shfl_xor_sync(FHD_FULL_MASK, acc[q], o);
         out[q] = acc[q];
     }
+}
+
+/* One series: fhd_warp_sum_strided_n with N = 1. */
+template <typename T>
+__device__ __forceinline__ T fhd_warp_sum_strided(const T *p, uint32_t n, size_t stride) {
+    T out[1];
+    fhd_warp_sum_strided_n<T, 1>(p, n, stride, out);
+    return out[0];
 }
 
 /* Programmatic dependent launch (sm_90): a kernel lets the next one on its stream start early

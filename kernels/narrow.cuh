@@ -34,6 +34,16 @@ static __device__ __forceinline__ void fhd_transposed_warp_sum(float (&v)[V], ui
     fhd_transposed_step<V / 32>(v, lane, 1);
 }
 
+/* acc += x . w over one float4, x then y, z, w: the one order of both K loops below. */
+static __device__ __forceinline__ void fhd_narrow_fma4(float &acc, const float4 &x,
+                                                       const float4 &w) {
+    float a = acc;
+    a = fmaf(x.x, w.x, a);
+    a = fmaf(x.y, w.y, a);
+    a = fmaf(x.z, w.z, a);
+    acc = fmaf(x.w, w.w, a);
+}
+
 /* Outputs [n0, n0 + NC) of the rows xr (in inputs each; float4 loads when vec) against W (out,
  * in) row-major: the lanes split K, then one transposed butterfly. On return lane `lane` holds
  * in acc[i], i < NL_RW * NC / 32, the sum x W^T of row idx / NC and output n0 + idx % NC, idx =
@@ -63,13 +73,8 @@ static __device__ __forceinline__ void fhd_narrow_rows(float (&acc)[NL_RW * NC],
                         ? __ldg(reinterpret_cast<const float4 *>(w + (size_t)(n0 + n) * in) + k4)
                         : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
-                for (int r = 0; r < NL_RW; r++) {
-                    float a = acc[r * NC + n];
-                    a = fmaf(xv[r].x, wv.x, a);
-                    a = fmaf(xv[r].y, wv.y, a);
-                    a = fmaf(xv[r].z, wv.z, a);
-                    acc[r * NC + n] = fmaf(xv[r].w, wv.w, a);
-                }
+                for (int r = 0; r < NL_RW; r++)
+                    fhd_narrow_fma4(acc[r * NC + n], xv[r], wv);
             }
         }
     } else {
@@ -125,13 +130,8 @@ static __device__ __forceinline__ void fhd_narrow_fma_sw(float (&acc)[NL_RW * NC
                 break;
             const float4 wv = reinterpret_cast<const float4 *>(w_s + (size_t)n * in)[k4];
 #pragma unroll
-            for (int r = 0; r < NL_RW; r++) {
-                float a = acc[r * NC + n];
-                a = fmaf(xv[h][r].x, wv.x, a);
-                a = fmaf(xv[h][r].y, wv.y, a);
-                a = fmaf(xv[h][r].z, wv.z, a);
-                acc[r * NC + n] = fmaf(xv[h][r].w, wv.w, a);
-            }
+            for (int r = 0; r < NL_RW; r++)
+                fhd_narrow_fma4(acc[r * NC + n], xv[h][r], wv);
         }
     }
 }

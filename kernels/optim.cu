@@ -151,12 +151,11 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
         sn_uu[l] = a.sn[l].norms[0];
         sn_vv[l] = a.sn[l].norms[1];
     }
-    /* one job a segment (one a warp up to eight segments): an SN segment's three sums side by
-     * side, each in the same order as alone */
-    for (uint32_t job = warp; job < a.njobs; job += OPT_THREADS / 32) {
-        const uint32_t sg = a.job_seg[job];
+    /* a warp a segment (one round up to eight segments): without spectral norm its sum 0,
+     * with it its sums 1 to 3 side by side, each in the same order as alone */
+    for (uint32_t sg = warp; sg < a.nseg; sg += OPT_THREADS / 32) {
         const double *p = a.partial + (size_t)a.seg[sg].block0 * 4;
-        if (SN && a.job_q[job]) {
+        if (SN && a.seg[sg].sn >= 0) {
             double acc[3];
             fhd_warp_sum_strided_n<double, 3>(p + 1, a.seg[sg].nblocks, 4, acc);
             if (lane == 0)
@@ -534,11 +533,6 @@ void fhd__cuda_opt_plan(fhd__opt_args *a, uint32_t per) {
         b += a->seg[s].nblocks;
     }
     a->nblocks = b < 2 ? 2 : b;
-    a->njobs = 0;
-    for (uint32_t s = 0; s < a->nseg; s++) { /* without SN: sum 0; with SN: sums 1 to 3 */
-        a->job_seg[a->njobs] = (uint8_t)s;
-        a->job_q[a->njobs++] = a->seg[s].sn < 0 ? 0u : 1u;
-    }
     a->sn_blocks = (uint32_t)fhd_cdiv(a->sn_size, FHD_OPT_CHUNK);
 }
 

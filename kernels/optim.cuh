@@ -89,10 +89,6 @@ typedef struct fhd__opt_args {
     fhd__opt_sn sn[FHD_OPT_MAX_SN];
     uint32_t nsn;
     double *partial;       /* (nblocks, 4) */
-    /* the per-segment sums finish_norm takes, one job a segment: the first of its 4 without
-     * spectral norm (job_q 0), the other three together with it (job_q 1) */
-    uint8_t job_seg[FHD_OPT_MAX_SEGMENTS], job_q[FHD_OPT_MAX_SEGMENTS];
-    uint32_t njobs;
     unsigned int *done_norm, *done_adam;
     fhd__clip_info *clip;
     fhd__dev_scalars *st;

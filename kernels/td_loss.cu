@@ -426,13 +426,12 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
      * launched now, its resident blocks slowed its own end by 0.8-1 us on B1) */
     if (HNC == 0)
         fhd_pdl_trigger();
-    if (HNC > 0) { /* staged (fhd__cuda_td_loss_setup); not by the weight warp */
+    const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x; /* not the weight warp */
+    if (HNC > 0) { /* staged (fhd__cuda_td_loss_setup) */
         /* (the HNC == 0 instances never run it; 8 only keeps their template valid) */
         head_rows<ROWS, (HNC > 0 ? HNC : 8)>(a, r0, nrows, smem + a.wsm_off, s_on, s_tgt,
-                                             sel_is_tgt ? NULL : s_sel,
-                                             per_w ? blockDim.x - 32 : blockDim.x);
+                                             sel_is_tgt ? NULL : s_sel, nst);
     } else if (staged) { /* by the other warps when one computes the weights */
-        const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x;
         if (threadIdx.x < nst) {
             if (sel_is_tgt) {
                 float *const dst[2] = {s_on, s_tgt};
