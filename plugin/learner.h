@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "error.h"
 #include "foxhunt_dqn.h"
 #include "layout.h"
 
@@ -94,15 +95,5 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
 /* checkpoint.c */
 int32_t fhd__checkpoint_save(fhd_learner *L, const char *path, uint32_t flags);
 int32_t fhd__checkpoint_load(fhd_learner *L, const char *path, uint32_t flags);
-
-/* api.c */
-const char *fhd__status_name(int32_t status);
-const char *fhd__status_message(int32_t status);
-/* Fill an fhd_error as far as its struct_size allows. */
-void fhd__error_set(fhd_error *err, int32_t code, const char *path, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
 
 #endif
