@@ -1,11 +1,13 @@
 /* test_bench.c - `fhd-host bench` on a tiny C0 run: the JSON it prints holds the keys and the
  * values the run implies (counts, the GEMM FLOP formula, ordered percentiles, finite rates);
- * bad command lines exit 2; every preset compiled into fhd-host equals bench/presets/NAME.json.
+ * bad command lines exit 2; every file in bench/presets is a preset of fhd-host with the same
+ * JSON (they are embedded at build time); --print-plan on the CPU backend.
  * Usage: test_bench FHD_HOST PRESETS_DIR */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include <jansson.h>
@@ -94,6 +96,7 @@ static void test_c0_run(void) {
           num(j, "observe_per_second"));
     CHECK(isfinite(num(j, "loss_last")), "loss %g", num(j, "loss_last"));
     CHECK(json_is_null(json_object_get(j, "peak_fraction")), "no peak given");
+    CHECK(json_is_null(json_object_get(j, "plan")), "the CPU backend has no plan");
     CHECK(!strcmp(str(j, "cuda_device_max_connections"), "32"), "cuda_device_max_connections");
     CHECK(!strcmp(str(j, "timing"), "host clock around train(N) + one blocking read"), "timing");
     json_decref(j);
@@ -122,25 +125,67 @@ static void test_errors(void) {
     CHECK(st == 5, "a config the library rejects exited %d, expected 5", st);
 }
 
+/* Every file in PRESETS_DIR is a preset of fhd-host (embedded at build time) with the same
+ * JSON, and fhd-host has no other: --list has one line per file. */
 static void test_presets(const char *dir) {
-    static const char *names[] = {"C0", "B1", "B1-sn", "B2", "B3"};
     int st;
     char *list = run("bench --list", &st);
     CHECK(st == 0 && list, "bench --list exited %d", st);
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char args[256], path[4096];
-        CHECK(list && strstr(list, names[i]), "--list lacks %s", names[i]);
-        snprintf(args, sizeof args, "bench --preset %s --print-config", names[i]);
+    size_t lines = 0;
+    for (const char *c = list ? list : ""; *c; c++)
+        lines += *c == '\n';
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    size_t files = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n <= 5 || strcmp(e->d_name + n - 5, ".json"))
+            continue;
+        files++;
+        char name[256], args[512], path[4096], head[300];
+        snprintf(name, sizeof name, "%.*s", (int)(n - 5), e->d_name);
+        snprintf(head, sizeof head, "\n%s ", name); /* a line that begins with the name */
+        char *l2 = NULL;
+        if (list && asprintf(&l2, "\n%s", list) < 0)
+            l2 = NULL;
+        CHECK(l2 && strstr(l2, head), "--list lacks %s", name);
+        free(l2);
+        snprintf(args, sizeof args, "bench --preset '%s' --print-config", name);
         char *out = run(args, &st);
         json_t *a = out ? json_loads(out, 0, NULL) : NULL;
-        snprintf(path, sizeof path, "%s/%s.json", dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         json_t *b = json_load_file(path, 0, NULL);
-        CHECK(st == 0 && a && b && json_equal(a, b), "preset %s differs from %s", names[i], path);
+        CHECK(st == 0 && a && b && json_equal(a, b), "preset %s differs from %s", name, path);
         json_decref(a);
         json_decref(b);
         free(out);
     }
+    if (d)
+        closedir(d);
+    /* the five of docs/design.md section 6 at least */
+    CHECK(files >= 5 && lines == files, "%zu preset files, %zu lines in --list", files, lines);
     free(list);
+}
+
+/* --print-plan on the CPU backend: it creates the learner, says the backend has no plan and
+ * exits 0; with --json the object carries "plan": null. */
+static void test_print_plan(void) {
+    int st;
+    char *out = run("bench --preset C0 --backend cpu --print-plan", &st);
+    CHECK(st == 0 && out && strstr(out, "the cpu backend") && strstr(out, "has no plan"),
+          "--print-plan exited %d: %s", st, out ? out : "(no output)");
+    free(out);
+    out = run("bench --preset C0 --backend cpu --print-plan --json", &st);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    CHECK(st == 0 && j && !strcmp(str(j, "backend"), "cpu") &&
+              json_is_null(json_object_get(j, "plan")),
+          "--print-plan --json exited %d: %s", st, out ? out : "(no output)");
+    json_decref(j);
+    free(out);
+    out = run("bench --preset C0 --backend cpu --set batch_size=0 --print-plan", &st);
+    CHECK(st == 5, "--print-plan of a rejected config exited %d, expected 5", st);
+    free(out);
 }
 
 int main(int argc, char **argv) {
@@ -151,6 +196,7 @@ int main(int argc, char **argv) {
     host = argv[1];
     test_presets(argv[2]);
     test_errors();
+    test_print_plan();
     test_c0_run();
     return fhd_test_finish();
 }
