@@ -27,15 +27,17 @@ Everything else is the manifest's default (Adam 1e-4, Huber, clip 10, fp32 GEMMs
 --small caps each drawn shape afterwards (obs <= 64, widths <= 128, batch <= 64, fill and
 capacity 1024) for a plumbing check on a small CPU; the same seed draws the same shapes.
 
-Each shape, in turn (the order of ours and PyTorch alternates from shape to shape):
+Pass 1 times each shape in turn, ours and PyTorch back to back (which goes first alternates
+from shape to shape); pass 2 then times the exhaustive plan of each shape, so that a run cut
+short by --time-limit has the main comparison for every shape it reached:
   ours       fhd-host bench --config FILE --backend B --json --repeats R --fill F, with the
              library's default autotune and its cache under WORK/cache-default
   pytorch    torch_reference.bench_config in this process (torch imported once): the same
              fill, warm-up and R timed runs
   full       ours with --set autotune="full", cache under WORK/cache-full, --full-repeats
              runs (3); skipped (and said so in the table) when the manifest lacks the key
-Both tools warm up for 0.3 s, then time R runs of N updates (N for about 0.25 s a run, at
-least 1000 on CUDA) and report the median microseconds per update.
+Both tools warm up for 0.3 s, then time R runs of N updates (N for about --run-seconds, 0.1 s,
+a run; at least 1000 updates on CUDA) and report the median microseconds per update.
 
 Output in --out DIR: results.jsonl (one line per measurement: shape, column, config, and the
 tool's JSON), table.md (one row per shape, then the summary against the goals of
@@ -200,6 +202,7 @@ class Suite:
         self.mode = "graph" if self.dev.type == "cuda" else "eager"
         self.targs = argparse.Namespace(seed=args.seed_learner, envs=64, warmup=args.warmup,
                                         updates=args.updates, repeats=args.repeats,
+                                        run_seconds=args.run_seconds,
                                         act_calls=0, peak_tflops=None, tf32=False)
 
     def note(self, msg):
@@ -213,7 +216,8 @@ class Suite:
         cmd = [self.host, "bench", "--config", path, "--backend", a.backend, "--json",
                "--repeats", str(repeats), "--fill", str(shape["fill"]), "--act-calls", "1",
                "--seed", str(a.seed_learner)]
-        cmd += ["--updates", str(a.updates)] if a.updates else []
+        cmd += ["--updates", str(a.updates)] if a.updates else \
+            ["--run-seconds", str(a.run_seconds)]
         cmd += ["--warmup", str(a.warmup)] if a.warmup is not None else []
         env = dict(self.env, XDG_CACHE_HOME=os.path.join(a.work, "cache-" + column))
         if column == "full":
@@ -246,35 +250,40 @@ class Suite:
         return r
 
     def run(self, shapes, paths):
+        """Pass 1: ours and PyTorch, shape by shape; pass 2: the exhaustive plan's column."""
         rows, t_start = [], time.perf_counter()
-        for i, (shape, path) in enumerate(zip(shapes, paths)):
-            base = {"shape": shape["name"], "seed": shape["seed"], "index": shape["index"],
-                    "summary": summary(shape["config"]), "config": shape["config"],
-                    "fill": shape["fill"], "small": bool(shape.get("small"))}
-            if self.args.time_limit and time.perf_counter() - t_start > self.args.time_limit:
-                rows.append(dict(base, column="ours", error="not run: --time-limit reached"))
-                continue
-            self.note(f"[{i + 1}/{len(shapes)}] {shape['name']}: {base['summary']} "
-                      f"(load {os.getloadavg()[0]:.2f})")
-            order = ["ours", "torch"] if i % 2 == 0 else ["torch", "ours"]
-            order += ["full"] if self.full else []
-            got = {}
-            for col in order:
-                if col == "torch":
-                    r = self.pytorch(shape)
-                    name = "torch-" + self.mode
-                else:
-                    r = self.ours(shape, path, "default" if col == "ours" else "full")
-                    name = "ours" if col == "ours" else "ours-full"
-                got[name] = r
-                rows.append(dict(base, column=name, **{k: v for k, v in r.items()
-                                                       if k not in ("config", "preset")}))
-            self.note("  " + ", ".join(
-                f"{k} {v['us_per_update_median']:.1f} us" if "us_per_update_median" in v
-                else f"{k} error: {v.get('error')}" for k, v in got.items()))
-            self.write(rows, shapes)
+        passes = [("pass 1", ["ours", "torch"])] + ([("pass 2", ["full"])] if self.full else [])
+        for label, cols in passes:
+            for i, (shape, path) in enumerate(zip(shapes, paths)):
+                base = {"shape": shape["name"], "seed": shape["seed"], "index": shape["index"],
+                        "summary": summary(shape["config"]), "config": shape["config"],
+                        "fill": shape["fill"], "small": bool(shape.get("small"))}
+                order = cols if i % 2 == 0 else cols[::-1]
+                if self.args.time_limit and time.perf_counter() - t_start > self.args.time_limit:
+                    rows += [dict(base, column=self.column(c),
+                                  error="not run: --time-limit reached") for c in order]
+                    continue
+                self.note(f"[{label} {i + 1}/{len(shapes)}] {shape['name']}: {base['summary']}"
+                          f" (load {os.getloadavg()[0]:.2f})")
+                got = {}
+                for col in order:
+                    if col == "torch":
+                        r = self.pytorch(shape)
+                    else:
+                        r = self.ours(shape, path, "default" if col == "ours" else "full")
+                    got[self.column(col)] = r
+                    rows.append(dict(base, column=self.column(col),
+                                     **{k: v for k, v in r.items()
+                                        if k not in ("config", "preset")}))
+                self.note("  " + ", ".join(
+                    f"{k} {v['us_per_update_median']:.1f} us" if "us_per_update_median" in v
+                    else f"{k} error: {v.get('error')}" for k, v in got.items()))
+                self.write(rows, shapes)
         self.write(rows, shapes)
         return rows
+
+    def column(self, col):
+        return {"ours": "ours", "torch": "torch-" + self.mode, "full": "ours-full"}[col]
 
     def write(self, rows, shapes):
         a = self.args
@@ -304,12 +313,15 @@ def table(rows, shapes, mode, backend, full_note):
            f"| ours-full us | ours / full | same plan | goals |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     ratios, misses, lat_n, lat_ok, full_n, full_ok, errors = [], [], 0, 0, 0, 0, []
+    skipped = {}  # column -> shapes not run (--time-limit)
     for s in shapes:
         cols = by.get(s["name"], {})
         cfg = s["config"]
         us = {k: v.get("us_per_update_median") for k, v in cols.items()}
         for k, v in cols.items():
-            if "error" in v:
+            if v.get("error", "").startswith("not run"):
+                skipped.setdefault(k, []).append(s["name"])
+            elif "error" in v:
                 errors.append(f"{s['name']} {k}: {v['error']}")
         o, t, fu = us.get("ours"), us.get(tcol), us.get("ours-full")
         ratio = t / o if o and t else None
@@ -332,9 +344,9 @@ def table(rows, shapes, mode, backend, full_note):
         plan_f = cols.get("ours-full", {}).get("plan")
         same = "-" if plan_o is None or plan_f is None else ("yes" if plan_o == plan_f else "no")
         fmt = lambda x, nd=1: "-" if x is None else f"{x:.{nd}f}"
-        out.append(f"| {s['name']} | {summary(cfg)}{' (latency-bound)' if latency_bound(cfg) else ''}"
-                   f" | {gemm_flops(cfg) / 1e9:.3f} | {fmt(o)} | {fmt(t)} "
-                   f"| {fmt(ratio, 2) + 'x' if ratio else '-'} | {fmt(fu)} "
+        lat = " (latency-bound)" if latency_bound(cfg) else ""
+        out.append(f"| {s['name']} | {summary(cfg)}{lat} | {gemm_flops(cfg) / 1e9:.3f} "
+                   f"| {fmt(o)} | {fmt(t)} | {fmt(ratio, 2) + 'x' if ratio else '-'} | {fmt(fu)} "
                    f"| {fmt(rf, 3) if rf else '-'} | {same} | {'; '.join(goals) or '-'} |")
     n = len(ratios)
     out += ["", f"Summary ({backend}, {len(shapes)} shapes, {n} with both times):"]
@@ -350,6 +362,7 @@ def table(rows, shapes, mode, backend, full_note):
     if mode != "graph":
         out.append(f"- the goals are the H200's against PyTorch's CUDA graph; against PyTorch "
                    f"{mode} on the {backend} they only show the plumbing")
+    out += [f"- not run ({k}, --time-limit): {', '.join(v)}" for k, v in skipped.items()]
     out += [f"- error: {e}" for e in errors]
     return "\n".join(out)
 
@@ -394,6 +407,9 @@ def main():
     ap.add_argument("--full-repeats", type=int, default=3,
                     help="timed runs of the exhaustive-plan column")
     ap.add_argument("--updates", type=int, default=None, help="updates per timed run")
+    ap.add_argument("--run-seconds", type=float, default=0.1,
+                    help="target length of a timed run without --updates (0.1; at least 1000 "
+                    "updates on CUDA)")
     ap.add_argument("--warmup", type=int, default=None, help="warm-up updates")
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads of both (OPENBLAS_NUM_THREADS, torch.set_num_threads)")

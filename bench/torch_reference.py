@@ -28,9 +28,10 @@ are caught and reported in the JSON as "error").
 
 Timing (as fhd-host bench): fill the replay with min(capacity, max(16 B, 65536)) synthetic
 transitions in calls of --envs (64) transitions (uniform obs and rewards in [-1, 1), uniform
-actions, 1% terminals); warm up for 0.3 s; --repeats (7) runs of N updates (N for ~0.25 s a
-run, >= 1000 on CUDA); per-run microseconds per update from perf_counter on CPU and CUDA
-events around the N updates on CUDA; median, p10, p90 (numpy.percentile's interpolation).
+actions, 1% terminals); warm up for 0.3 s; --repeats (7) runs of N updates (N for about
+--run-seconds (0.25) a run, >= 1000 on CUDA); per-run microseconds per update from
+perf_counter on CPU and CUDA events around the N updates on CUDA; median, p10, p90
+(numpy.percentile's interpolation).
 act: greedy, host observations in, host actions out, 1 and 64 observations, median of 2000.
 CPU threads: torch.set_num_threads(--threads, default os.cpu_count()); reported as "threads".
 
@@ -495,7 +496,8 @@ def bench_config(cfg, label, mode, args, dev):
         res["setup_seconds"] = time.perf_counter() - t0
         if est is None:
             est = time_runs(run, dev, 10, 1)[0]
-        n = args.updates or int(min(1e6, max(10, math.ceil(0.25e6 / est))))
+        run_s = getattr(args, "run_seconds", None) or 0.25
+        n = args.updates or int(min(1e6, max(10, math.ceil(run_s * 1e6 / est))))
         if dev.type == "cuda" and not args.updates:
             n = max(n, 1000)
         cpu = []
@@ -582,6 +584,8 @@ def main():
     ap.add_argument("--mode", default="eager", choices=["eager", "graph", "compile", "all"])
     ap.add_argument("--updates", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--run-seconds", type=float, default=0.25,
+                    help="target length of a timed run when --updates is not given")
     ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--envs", type=int, default=64)
     ap.add_argument("--act-calls", type=int, default=2000, help="0: no act timing")

@@ -18,8 +18,9 @@
  *   4. timed runs: --repeats runs of train(N); each run is timed with the host clock around
  *      train(N) plus one blocking tensor_read of the smallest online tensor. On CUDA train() is
  *      asynchronous and that read waits for the device, so N (default >= 1000 there) amortises
- *      it. Default N: enough for about 0.25 s per run. Reported: min/p10/median/p90/max of the
- *      per-run microseconds per update (p10/p90 interpolated linearly, as numpy.percentile).
+ *      it. Default N: enough for about --run-seconds (0.25 s) per run. Reported:
+ *      min/p10/median/p90/max of the per-run microseconds per update (p10/p90 interpolated
+ *      linearly, as numpy.percentile).
  *   5. act: greedy latency for 1 and 64 observations, each call timed alone, median (and p90)
  *      over --act-calls calls after 20 untimed ones.
  */
@@ -44,7 +45,8 @@ static const char bench_usage[] =
     "       fhd-host bench (--preset NAME | --config FILE) --print-plan [--backend B] [--json]\n"
     "options:\n"
     "  --backend cpu|cuda|auto  backend (default: the config's, cpu)\n"
-    "  --updates N              updates per timed run (default: ~0.25 s per run, >= 1000 on cuda)\n"
+    "  --updates N              updates per timed run (default: ~--run-seconds, >= 1000 on cuda)\n"
+    "  --run-seconds X          target length of a timed run when --updates is not given (0.25)\n"
     "  --repeats N              timed runs (default 7)\n"
     "  --warmup N               warm-up updates (default: 0.3 s of updates)\n"
     "  --fill N                 replay fill (default min(capacity, max(16 B, 65536)))\n"
@@ -64,7 +66,7 @@ typedef struct bench_opts {
     const char *preset, *config_path, *backend;
     uint64_t updates, repeats, warmup, fill, envs, act_calls, seed;
     int have_updates, have_warmup, have_fill, have_envs, have_seed;
-    double peak_tflops;
+    double peak_tflops, run_seconds;
     int json, print_config, print_plan, list, help;
     const char *sets[MAX_SETS];
     int nsets;
@@ -133,6 +135,7 @@ static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, u
 static int parse_args(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof(*o));
     o->repeats = 7;
+    o->run_seconds = 0.25;
     o->envs = 64;
     o->act_calls = 2000;
     o->seed = 1;
@@ -176,6 +179,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->peak_tflops = strtod(v, &end);
             if (!*v || *end || !(o->peak_tflops > 0.0) || !isfinite(o->peak_tflops)) {
                 fprintf(stderr, "error: --peak-tflops is \"%s\"; allowed: a number > 0\n", v);
+                return FHD_EXIT_USAGE;
+            }
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--run-seconds", &bad))) {
+            char *end = NULL;
+            o->run_seconds = strtod(v, &end);
+            if (!*v || *end || !(o->run_seconds > 0.0) || !(o->run_seconds <= 3600.0)) {
+                fprintf(stderr, "error: --run-seconds is \"%s\"; allowed: a number in (0, 3600]\n",
+                        v);
                 return FHD_EXIT_USAGE;
             }
         } else if (!bad && (v = fhd_opt(argc, argv, &i, "--plugin", &bad)))
@@ -621,7 +632,7 @@ static int run_bench(const bench_opts *o, bench_run *r, json_t *cfg, json_t *man
     /* 3. timed runs */
     res->updates = o->updates;
     if (!o->have_updates) {
-        double n = ceil(0.25e6 / res->est_us);
+        double n = ceil(o->run_seconds * 1e6 / res->est_us);
         n = n < 10 ? 10 : n > 1000000 ? 1000000 : n;
         res->updates = (uint64_t)(cuda && n < 1000 ? 1000 : n);
     }

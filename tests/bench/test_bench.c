@@ -110,6 +110,7 @@ static void test_errors(void) {
         "bench --preset C0 --updates 0",      /* out of range */
         "bench --preset C0 --repeats x",      /* not a number */
         "bench --preset C0 --peak-tflops -1", /* not positive */
+        "bench --preset C0 --run-seconds 0",  /* not positive */
         "bench --preset C0 --set nokey",      /* no '=' */
         "bench --preset C0 --frobnicate",     /* unknown option */
     };
