@@ -147,10 +147,11 @@ class Learner:
             # pad_idx (D, K): column of the merged head (flat KT) of branch d's action a, or KT
             # (a padding column) where a >= K_d; pad_mask marks those; k_d (D, 1) the sizes
             offs = [sum(K[:d]) for d in range(self.D)]
-            self.pad_idx = torch.tensor([[offs[d] + a if a < K[d] else self.KT
-                                          for a in range(self.K)] for d in range(self.D)],
-                                        device=device)
-            self.pad_mask = self.pad_idx == self.KT
+            pad_idx = torch.tensor([[offs[d] + a if a < K[d] else self.KT
+                                     for a in range(self.K)] for d in range(self.D)],
+                                   device=device)
+            self.pad_mask = pad_idx == self.KT
+            self.pad_idx = pad_idx.view(1, -1)  # (1, D K), expanded over the rows by gather
             self.k_d = torch.tensor(K, dtype=torch.float32, device=device).unsqueeze(1)
         self.dueling = bool(cfg["dueling"])
         self.dims = [cfg["obs_dim"]] + list(cfg["hidden"]) + [self.KT + int(self.dueling)]
@@ -215,10 +216,17 @@ class Learner:
             A = out[:, 1:].reshape(-1, self.D, self.K)
             return out[:, :1].unsqueeze(-1) + (A - A.mean(-1, keepdim=True))
         if not self.dueling:
-            return F.pad(out, (0, 1), value=float("-inf"))[:, self.pad_idx]
-        A = F.pad(out[:, 1:], (0, 1))[:, self.pad_idx]  # (n, D, K), 0 in the padding
+            return self.padded(out, float("-inf"))
+        A = self.padded(out[:, 1:], 0.0)  # (n, D, K), 0 in the padding
         Q = out[:, :1].unsqueeze(-1) + (A - A.sum(-1, keepdim=True) / self.k_d)
         return Q.masked_fill(self.pad_mask, float("-inf"))
+
+    def padded(self, flat, fill):
+        """(n, KT) -> (n, D, K), `fill` where a >= K_d. A gather (its backward a scatter_add),
+        not advanced indexing, whose backward (index_put_ with accumulate) breaks CUDA graph
+        capture."""
+        p = F.pad(flat, (0, 1), value=fill)
+        return p.gather(1, self.pad_idx.expand(p.shape[0], -1)).view(-1, self.D, self.K)
 
     # -- replay --
     def alloc_replay(self, size):
