@@ -362,6 +362,13 @@ def table(rows, shapes, mode, backend, full_note):
     if mode != "graph":
         out.append(f"- the goals are the H200's against PyTorch's CUDA graph; against PyTorch "
                    f"{mode} on the {backend} they only show the plumbing")
+    wall = {}
+    for r in rows:
+        if "wall_seconds" in r:
+            wall[r["column"]] = wall.get(r["column"], 0.0) + r["wall_seconds"]
+    if wall:
+        out.append("- wall time of the measurements: " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in wall.items()))
     out += [f"- not run ({k}, --time-limit): {', '.join(v)}" for k, v in skipped.items()]
     out += [f"- error: {e}" for e in errors]
     return "\n".join(out)
