@@ -296,6 +296,24 @@ class Suite:
 
 # ---- the table ------------------------------------------------------------------------------
 
+# Fields of the CUDA plan (metrics "plan") that record how the choice was made or timed rather
+# than the choice: two plans are the same when they agree on everything else.
+PLAN_RECORD_KEYS = {"autotune", "pick", "rule", "candidates", "us", "rule_us"}
+
+
+def plan_choices(plan):
+    if isinstance(plan, dict):
+        return {k: plan_choices(v) for k, v in plan.items() if k not in PLAN_RECORD_KEYS}
+    if isinstance(plan, list):
+        return [plan_choices(v) for v in plan]
+    return plan
+
+
+def autotune_ms(row):
+    at = (row.get("plan") or {}).get("autotune") if isinstance(row.get("plan"), dict) else None
+    return at.get("ms") if isinstance(at, dict) else None
+
+
 def median(v):
     v = sorted(v)
     n = len(v)
@@ -310,8 +328,8 @@ def table(rows, shapes, mode, backend, full_note):
     tcol = "torch-" + mode
     tname = "PyTorch graph" if mode == "graph" else f"PyTorch {mode}"
     out = [f"| shape | config | GFLOP/update | ours us/update | {tname} us | {tname} / ours "
-           f"| ours-full us | ours / full | same plan | goals |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           f"| ours-full us | ours / full | same plan | autotune ms (default / full) | goals |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     ratios, misses, lat_n, lat_ok, full_n, full_ok, errors = [], [], 0, 0, 0, 0, []
     skipped = {}  # column -> shapes not run (--time-limit)
     for s in shapes:
@@ -342,12 +360,17 @@ def table(rows, shapes, mode, backend, full_note):
             goals.append("full " + ("ok" if rf <= GOAL_FULL else "MISS"))
         plan_o = cols.get("ours", {}).get("plan")
         plan_f = cols.get("ours-full", {}).get("plan")
-        same = "-" if plan_o is None or plan_f is None else ("yes" if plan_o == plan_f else "no")
+        same = "-" if plan_o is None or plan_f is None else \
+            ("yes" if plan_choices(plan_o) == plan_choices(plan_f) else "no")
+        ms = [autotune_ms(cols.get(c, {})) for c in ("ours", "ours-full")]
+        ms_cell = "-" if ms == [None, None] else " / ".join(
+            "-" if m is None else f"{m:.0f}" for m in ms)
         fmt = lambda x, nd=1: "-" if x is None else f"{x:.{nd}f}"
         lat = " (latency-bound)" if latency_bound(cfg) else ""
         out.append(f"| {s['name']} | {summary(cfg)}{lat} | {gemm_flops(cfg) / 1e9:.3f} "
                    f"| {fmt(o)} | {fmt(t)} | {fmt(ratio, 2) + 'x' if ratio else '-'} | {fmt(fu)} "
-                   f"| {fmt(rf, 3) if rf else '-'} | {same} | {'; '.join(goals) or '-'} |")
+                   f"| {fmt(rf, 3) if rf else '-'} | {same} | {ms_cell} "
+                   f"| {'; '.join(goals) or '-'} |")
     n = len(ratios)
     out += ["", f"Summary ({backend}, {len(shapes)} shapes, {n} with both times):"]
     if n:

@@ -75,6 +75,24 @@ def main():
     check(all(s["config"]["batch_size"] <= 64 and max(s["config"]["hidden"]) <= 128 and
               s["config"]["replay_capacity"] == 1024 for s in small), "--small caps")
 
+    # the table's arithmetic on made-up times: s1-14 is latency-bound (B 512, width 256) and
+    # 9x faster (>= 8: ok), s1-00 (B 2048) 1.1x (< 1.2: MISS) and 20% off its exhaustive plan
+    two = [a[0], a[14]]
+    check(shapes.latency_bound(a[14]["config"]) and not shapes.latency_bound(a[0]["config"]),
+          "s1-14 latency-bound, s1-00 not")
+    rows = [{"shape": "s1-00", "column": "ours", "us_per_update_median": 120.0},
+            {"shape": "s1-00", "column": "torch-graph", "us_per_update_median": 132.0},
+            {"shape": "s1-00", "column": "ours-full", "us_per_update_median": 100.0},
+            {"shape": "s1-14", "column": "ours", "us_per_update_median": 40.0},
+            {"shape": "s1-14", "column": "torch-graph", "us_per_update_median": 360.0},
+            {"shape": "s1-14", "column": "ours-full", "us_per_update_median": 39.0}]
+    t = shapes.table(rows, two, "graph", "cuda", None)
+    for want in ("| 1.10x | 100.0 | 1.200 |", ">= 1.2x MISS; full MISS", "| 9.00x | 39.0 | 1.026 |",
+                 ">= 8x ok; full ok", "min 1.10x, median 5.05x, max 9.00x",
+                 ">= 1.2x: 1 of 2 (below: s1-00)", ">= 8x: 1 of 1",
+                 "within 10% of the exhaustive plan: 1 of 2"):
+        check(want in t, f"the table lacks {want!r}:\n{t}")
+
     # the library accepts every drawn config
     for label, suite_ in (("full", a), ("small", small)):
         paths = shapes.write_configs(suite_, os.path.join(work, label))
