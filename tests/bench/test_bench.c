@@ -1,8 +1,9 @@
 /* test_bench.c - `fhd-host bench` on a tiny C0 run: the JSON it prints holds the keys and the
  * values the run implies (counts, the GEMM FLOP formula, ordered percentiles, finite rates);
  * bad command lines exit 2; every file in bench/presets is a preset of fhd-host with the same
- * JSON (they are embedded at build time); --print-plan on the CPU backend.
- * Usage: test_bench FHD_HOST PRESETS_DIR */
+ * JSON (they are embedded at build time); --print-plan on the CPU backend; --config FILE with
+ * branches of different sizes.
+ * Usage: test_bench FHD_HOST PRESETS_DIR [TMPDIR]   (TMPDIR: where a config file is written) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,43 @@ static void test_presets(const char *dir) {
     free(list);
 }
 
+/* --config FILE (what bench/shapes.py runs): a config with branches of different sizes and
+ * no dueling head runs, and the JSON carries the file's config and its FLOPs. */
+static void test_config_file(const char *tmpdir) {
+    char path[4096], args[4400];
+    snprintf(path, sizeof path, "%s/test_bench_config.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f)
+        return;
+    fputs("{\"obs_dim\": 5, \"actions\": [3, 7], \"hidden\": [16], \"dueling\": false, "
+          "\"double_dqn\": false, \"batch_size\": 8, \"replay_capacity\": 256}\n",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args,
+             "bench --config '%s' --backend cpu --updates 5 --repeats 2 --warmup 2 --fill 64 "
+             "--envs 8 --act-calls 5 --json",
+             path);
+    int st;
+    char *out = run(args, &st);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    CHECK(st == 0 && j, "bench --config exited %d: %s", st, out ? out : "(no output)");
+    free(out);
+    if (!j)
+        return;
+    json_t *acts = json_object_get(json_object_get(j, "config"), "actions");
+    CHECK(!strcmp(str(j, "preset"), path) && json_array_size(acts) == 2 &&
+              json_integer_value(json_array_get(acts, 1)) == 7,
+          "preset %s, config actions", str(j, "preset"));
+    /* F = 2*8*(5*16 + 16*10) = 3840; (4 + 0) F - 2*8*5*16 = 14080 */
+    CHECK(num(j, "gemm_flops_per_update") == 14080.0, "flops %.0f",
+          num(j, "gemm_flops_per_update"));
+    CHECK(num(j, "updates") == 5 && num(j, "fill") == 64 && isfinite(num(j, "loss_last")),
+          "updates %g fill %g loss %g", num(j, "updates"), num(j, "fill"), num(j, "loss_last"));
+    json_decref(j);
+    remove(path);
+}
+
 /* --print-plan on the CPU backend: it creates the learner, says the backend has no plan and
  * exits 0; with --json the object carries "plan": null. */
 static void test_print_plan(void) {
@@ -190,14 +228,15 @@ static void test_print_plan(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_bench FHD_HOST PRESETS_DIR\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: test_bench FHD_HOST PRESETS_DIR [TMPDIR]\n");
         return 2;
     }
     host = argv[1];
     test_presets(argv[2]);
     test_errors();
     test_print_plan();
+    test_config_file(argc > 3 ? argv[3] : ".");
     test_c0_run();
     return fhd_test_finish();
 }
