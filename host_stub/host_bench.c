@@ -1,5 +1,6 @@
 /* host_bench.c - `fhd-host bench`: times the learner's full update, act and observe on the
- * benchmark presets of DESIGN.md section 6, through the public ABI, as any host sees them.
+ * benchmark presets of docs/design.md section 6 or any config, through the public ABI, as any
+ * host sees them.
  *
  * One run:
  *   1. config: --preset NAME (bench/presets/NAME.json, embedded at build time: host_bench.h;
