@@ -27,7 +27,7 @@ void fhd_host_print_preset_names(FILE *out, const char *prefix) {
 static const struct {
     const char *key, *label;
 } shape_keys[] = {
-    {"obs_dim", "S="}, {"obs_shape", "obs "}, {"hidden", "hidden "},
+    {"obs_dim", "S="},       {"obs_shape", "obs "},    {"hidden", "hidden "},
     {"actions", "actions "}, {"batch_size", "batch "},
 };
 #define NUM_SHAPE_KEYS (sizeof shape_keys / sizeof shape_keys[0])
@@ -49,10 +49,10 @@ static void summary(const char *text, char *out, size_t cap) {
     }
     size_t n = 0;
     out[0] = '\0';
-#define PUT(...)                                                                               \
-    do {                                                                                       \
-        if (n < cap)                                                                           \
-            n += (size_t)snprintf(out + n, cap - n, __VA_ARGS__);                              \
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        if (n < cap)                                                                               \
+            n += (size_t)snprintf(out + n, cap - n, __VA_ARGS__);                                  \
     } while (0)
     for (size_t i = 0; i < NUM_SHAPE_KEYS; i++) {
         json_t *v = json_object_get(cfg, shape_keys[i].key);

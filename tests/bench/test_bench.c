@@ -4,11 +4,11 @@
  * JSON (they are embedded at build time); --print-plan on the CPU backend; --config FILE with
  * branches of different sizes.
  * Usage: test_bench FHD_HOST PRESETS_DIR [TMPDIR]   (TMPDIR: where a config file is written) */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/wait.h>
 
 #include <jansson.h>
