@@ -32,8 +32,10 @@ from shape to shape); pass 2 then times the exhaustive plan of each shape, so th
 short by --time-limit has the main comparison for every shape it reached:
   ours       fhd-host bench --config FILE --backend B --json --repeats R --fill F, with the
              library's default autotune and its cache under WORK/cache-default
-  pytorch    torch_reference.bench_config in this process (torch imported once): the same
-             fill, warm-up and R timed runs
+  pytorch    torch_reference.bench_config in this process (torch imported once; its CUDA
+             context stays open, idle, while fhd-host runs), or with --isolate
+             torch_reference.py --config FILE in a process of its own: the same fill, warm-up
+             and R timed runs
   full       ours with --set autotune="full", cache under WORK/cache-full, --full-repeats
              runs (3); skipped (and said so in the table) when the manifest lacks the key
 Both tools warm up for 0.3 s, then time R runs of N updates (N for about --run-seconds, 0.1 s,
@@ -189,17 +191,19 @@ class Suite:
                                                  if self.env.get("LD_LIBRARY_PATH") else "")
         if args.threads:
             self.env["OPENBLAS_NUM_THREADS"] = str(args.threads)
-        self.log = open(os.path.join(args.out, "run.log"), "a")
-        import torch  # only the timing needs torch
-        sys.path.insert(0, HERE)
-        import torch_reference
-        self.torch, self.tr = torch, torch_reference
-        if args.backend == "cpu":
-            torch.set_num_threads(args.threads or os.cpu_count())
-        self.dev = torch.device("cuda" if args.backend == "cuda" else "cpu")
-        if self.dev.type == "cuda" and not torch.cuda.is_available():
-            raise SystemExit("error: CUDA is not available to torch")
-        self.mode = "graph" if self.dev.type == "cuda" else "eager"
+        self.log = open(os.path.join(args.out, "run.log"), "w")
+        self.mode = "graph" if args.backend == "cuda" else "eager"
+        self.torch = self.tr = self.dev = None
+        if not args.isolate:  # PyTorch in this process: torch imported once
+            import torch
+            sys.path.insert(0, HERE)
+            import torch_reference
+            self.torch, self.tr = torch, torch_reference
+            if args.backend == "cpu":
+                torch.set_num_threads(args.threads or os.cpu_count())
+            self.dev = torch.device(args.backend)
+            if self.dev.type == "cuda" and not torch.cuda.is_available():
+                raise SystemExit("error: CUDA is not available to torch")
         self.targs = argparse.Namespace(seed=args.seed_learner, envs=64, warmup=args.warmup,
                                         updates=args.updates, repeats=args.repeats,
                                         run_seconds=args.run_seconds,
@@ -238,7 +242,9 @@ class Suite:
         r["wall_seconds"] = time.perf_counter() - t0
         return r
 
-    def pytorch(self, shape):
+    def pytorch(self, shape, path):
+        if self.args.isolate:
+            return self.pytorch_process(path)
         t0 = time.perf_counter()
         try:
             cfg = self.tr.resolve_config(shape["config"])
@@ -246,6 +252,32 @@ class Suite:
         except Exception as exc:  # a failure is a result row, and the suite goes on
             r = {"error": f"{type(exc).__name__}: {exc}"}
         self.tr.release(self.dev)
+        r["wall_seconds"] = time.perf_counter() - t0
+        return r
+
+    def pytorch_process(self, path):
+        """--isolate: torch_reference.py in a process of its own for this shape."""
+        a = self.args
+        cmd = [sys.executable, os.path.join(HERE, "torch_reference.py"), "--config", path,
+               "--device", a.backend, "--mode", self.mode, "--json", "--repeats",
+               str(a.repeats), "--act-calls", "0", "--seed", str(a.seed_learner),
+               "--threads", str(a.threads or os.cpu_count())]
+        cmd += ["--updates", str(a.updates)] if a.updates else \
+            ["--run-seconds", str(a.run_seconds)]
+        cmd += ["--warmup", str(a.warmup)] if a.warmup is not None else []
+        self.note("  $ " + " ".join(cmd))
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run(cmd, env=self.env, capture_output=True, text=True,
+                               timeout=a.run_timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": f"torch_reference.py ran past {a.run_timeout} s"}
+        self.log.write(p.stderr)
+        lines = [l for l in p.stdout.splitlines() if l.startswith("{")]
+        if not lines:
+            why = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+            return {"error": f"torch_reference.py exited {p.returncode}: {why[:300]}"}
+        r = json.loads(lines[-1])
         r["wall_seconds"] = time.perf_counter() - t0
         return r
 
@@ -268,7 +300,7 @@ class Suite:
                 got = {}
                 for col in order:
                     if col == "torch":
-                        r = self.pytorch(shape)
+                        r = self.pytorch(shape, path)
                     else:
                         r = self.ours(shape, path, "default" if col == "ours" else "full")
                     got[self.column(col)] = r
@@ -400,8 +432,8 @@ def table(rows, shapes, mode, backend, full_note):
 def environment(args, suite):
     lines = [f"date: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
              f"host: {platform.platform()}; {os.cpu_count()} cores; load {os.getloadavg()}",
-             f"python: {sys.executable} {platform.python_version()}; "
-             f"torch {suite.torch.__version__}",
+             f"python: {sys.executable} {platform.python_version()}; torch "
+             + (suite.torch.__version__ if suite.torch else "in a process per shape (--isolate)"),
              f"fhd-host: {suite.host}; OPENBLAS_NUM_THREADS="
              f"{suite.env.get('OPENBLAS_NUM_THREADS', 'unset')}; CUDA_DEVICE_MAX_CONNECTIONS="
              f"{suite.env.get('CUDA_DEVICE_MAX_CONNECTIONS', 'unset')}",
@@ -414,7 +446,7 @@ def environment(args, suite):
         lines += [l for l in info.splitlines() if l.startswith(("version", "  cpu", "  cuda"))]
     except (OSError, subprocess.TimeoutExpired):
         pass
-    if suite.dev.type == "cuda":
+    if suite.dev is not None and suite.dev.type == "cuda":
         lines.append(f"gpu: {suite.torch.cuda.get_device_name(suite.dev)}")
     return "\n".join(lines) + "\n"
 
@@ -444,6 +476,9 @@ def main():
     ap.add_argument("--threads", type=int, default=None,
                     help="CPU threads of both (OPENBLAS_NUM_THREADS, torch.set_num_threads)")
     ap.add_argument("--no-full", action="store_true", help="skip the exhaustive-plan column")
+    ap.add_argument("--isolate", action="store_true",
+                    help="run torch_reference.py in a process per shape (slower: torch is "
+                    "imported each time), so no CUDA context of PyTorch lives beside fhd-host's")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="start no new shape after this many seconds")
     ap.add_argument("--run-timeout", type=float, default=300.0,
