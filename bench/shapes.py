@@ -47,11 +47,13 @@ docs/design.md section 7: PyTorch graph / ours >= 1.2 everywhere, >= 8 where bat
 and every width <= 512, ours within 10% of the exhaustive plan), env.txt and run.log. Both
 result files are rewritten after every shape, so a run cut short keeps what it measured.
 
-Usage:
-  bench/shapes.py --backend cuda --n 24 --seed 1 --out DIR [--build DIR] [--time-limit S]
-  bench/shapes.py --backend cpu --n 4 --seed 1 --small --threads 1 --out DIR
-  bench/shapes.py --n 24 --seed 1 --configs-only --work DIR   (write the configs, no timing)
-  bench/shapes.py --n 24 --seed 1 --print                     (print them as JSON lines)
+Usage (PY: /usr/bin/python3 here, python3 on the GPU machine):
+  PY bench/shapes.py --backend cuda --n 24 --seed 1 --out DIR [--build DIR] [--time-limit S]
+  PY bench/shapes.py --backend cpu --n 4 --seed 1 --small --threads 1 --out DIR
+  PY bench/shapes.py --n 24 --seed 1 --configs-only --work DIR   (write the configs, no timing)
+  PY bench/shapes.py --n 24 --seed 1 --print                     (print them as JSON lines)
+--build defaults to .device/build (tools/device_bundle.sh) when it exists, else build; with
+.device/lib present it goes first on LD_LIBRARY_PATH.
 """
 import argparse
 import json
