@@ -225,7 +225,9 @@ class Suite:
         cmd += ["--updates", str(a.updates)] if a.updates else \
             ["--run-seconds", str(a.run_seconds)]
         cmd += ["--warmup", str(a.warmup)] if a.warmup is not None else []
-        env = dict(self.env, XDG_CACHE_HOME=os.path.join(a.work, "cache-" + column))
+        cache = os.path.join(a.work, "cache-" + column)
+        os.makedirs(cache, exist_ok=True)
+        env = dict(self.env, XDG_CACHE_HOME=cache)
         if column == "full":
             cmd += ["--set", 'autotune="full"']
         self.note("  $ " + " ".join(cmd))
