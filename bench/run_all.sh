@@ -14,6 +14,9 @@
 #   --modes "eager graph compile"   PyTorch modes on the GPU (default: all three)
 #   --repeats N                     timed runs per measurement (default 7)
 #   --peak-tflops X                 GPU peak for ours' peak_fraction
+#   --shapes N                      then the random-shape suite: bench/shapes.py --n N --seed 1
+#                                   (on the GPU when it runs, else the CPU with --small) into
+#                                   DIR/shapes; its extra options in SHAPES_ARGS
 #   --out DIR                       results (default: $OUT when set, else /tmp/fhd-bench)
 # Environment: BUILD (default .device/build when present, else build), PYTHON (a python3 that
 # imports torch; default: python3, then /usr/bin/python3). With .device/lib present it is put
@@ -30,6 +33,7 @@ cpu_presets="C0 B1"
 modes="eager graph compile"
 repeats=7
 peak=""
+shapes=0
 out="${OUT:-${TMPDIR:-/tmp}/fhd-bench}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,8 +44,9 @@ while [ $# -gt 0 ]; do
     --modes) modes="$2"; shift ;;
     --repeats) repeats="$2"; shift ;;
     --peak-tflops) peak="$2"; shift ;;
+    --shapes) shapes="$2"; shift ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -104,12 +109,14 @@ record() {
   "$HOST" info 2>&1 | grep -E '^(version|  cpu|  cuda)'
 } | tee "$out/env.txt" >&2
 
-# The presets compiled into fhd-host must be the files torch_reference.py reads.
-for p in C0 B1 B1-sn B2 B3; do
+# fhd-host embeds bench/presets/*.json at build time and torch_reference.py reads the files:
+# a build older than the files would compare different configs.
+for f in bench/presets/*.json; do
+  p=$(basename "$f" .json)
   if ! "$HOST" bench --preset "$p" --print-config |
     "$PYTHON" -c 'import json, sys; sys.exit(json.load(sys.stdin) != json.load(open(sys.argv[1])))' \
-      "bench/presets/$p.json"; then
-    echo "error: fhd-host's preset $p differs from bench/presets/$p.json" >&2
+      "$f"; then
+    echo "error: fhd-host's preset $p differs from $f (rebuild $BUILD)" >&2
     exit 1
   fi
 done
@@ -141,6 +148,14 @@ if [ $cpu = 1 ]; then
         --preset "$p" --mode eager --threads "$t" --repeats "$repeats" --json
     done
   done
+fi
+if [ "$shapes" -gt 0 ]; then
+  if [ $gpu = 1 ]; then shape_args=(--backend cuda); else shape_args=(--backend cpu --small); fi
+  note "random shapes: $shapes from seed 1 (${shape_args[*]} ${SHAPES_ARGS:-})"
+  # shellcheck disable=SC2086 # SHAPES_ARGS is a list of options
+  "$PYTHON" bench/shapes.py "${shape_args[@]}" --n "$shapes" --seed 1 --build "$BUILD" \
+    --out "$out/shapes" --work "${TMPDIR:-/tmp}/fhd-shapes" ${SHAPES_ARGS:-} >/dev/null 2>>"$log" ||
+    note "bench/shapes.py failed (see $log)"
 fi
 note "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
@@ -214,3 +229,7 @@ print("ratios: PyTorch time / ours (above 1: ours is faster); torch columns on t
 for e in errors:
     print("error:", e)
 PYEOF
+if [ -f "$out/shapes/table.md" ]; then
+  echo
+  cat "$out/shapes/table.md"
+fi

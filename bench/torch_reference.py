@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""bench/torch_reference.py - the foxhunt-dqn update (DESIGN.md section 4) written in plain
-PyTorch, timed the way `fhd-host bench` times the plugin, on the presets of bench/presets/.
+"""bench/torch_reference.py - the foxhunt-dqn update (docs/design.md section 4) written in
+plain PyTorch, timed the way `fhd-host bench` times the plugin, on the presets (every
+bench/presets/NAME.json, the files fhd-host embeds) or on any learner config (--config FILE,
+e.g. the random shapes of bench/shapes.py, which also imports bench_config from here).
 
 The same update, op for op:
   network   Linear torso with ReLU and one merged head Linear(H, 1 + KT) (row 0 the value V,
-            rows 1.. the advantages), Q_d = V + A_d - mean(A_d) (dueling) or Q_d = A_d;
+            rows 1.. the advantages, branch d in columns offs_d .. offs_d + K_d), Q_d = V + A_d
+            - mean(A_d) (dueling) or Q_d = A_d; branches may differ in size: Q is then laid
+            out (n, D, max K) with -inf in the columns a branch lacks, which no argmax picks
+            and no logsumexp counts (branches of one size: a plain view, no padding);
             spectral norm as torch.nn.utils.parametrizations.spectral_norm: persistent u, v,
             one power iteration per update (no_grad), sigma = u . (W v) with u, v constant,
             W / sigma used by online(s) and online(s'); the target net uses its stored u, v.
@@ -23,18 +28,26 @@ are caught and reported in the JSON as "error").
 
 Timing (as fhd-host bench): fill the replay with min(capacity, max(16 B, 65536)) synthetic
 transitions in calls of --envs (64) transitions (uniform obs and rewards in [-1, 1), uniform
-actions, 1% terminals); warm up for 0.3 s; --repeats (7) runs of N updates (N for ~0.25 s a
-run, >= 1000 on CUDA); per-run microseconds per update from perf_counter on CPU and CUDA
-events around the N updates on CUDA; median, p10, p90 (numpy.percentile's interpolation).
+actions, 1% terminals); warm up for 0.3 s; --repeats (7) runs of N updates (N for about
+--run-seconds (0.25) a run, >= 1000 on CUDA); per-run microseconds per update from
+perf_counter on CPU and CUDA events around the N updates on CUDA; median, p10, p90
+(numpy.percentile's interpolation).
 act: greedy, host observations in, host actions out, 1 and 64 observations, median of 2000.
 CPU threads: torch.set_num_threads(--threads, default os.cpu_count()); reported as "threads".
+
+Config keys: those of the update above are implemented; the ones that do not change an
+update (backend, device, exploration, the step() schedule, num_envs, autotune) are ignored;
+n_step must be 1 (the fill stores one-step transitions); matmul_precision other than fp32 is
+recorded, and TF32 is used only with --tf32; any other key is an error, so a config this script
+cannot run the same way is refused rather than timed as something else.
 
 Runs under torch 1.13 (CPU only: eager) and torch 2.x (CUDA: eager, graph, compile).
 Usage:
   torch_reference.py --device cpu|cuda --preset C0[,B1,...] --mode eager|graph|compile|all
                      [--json] [--updates N] [--repeats N] [--threads N] [--peak-tflops X]
+  torch_reference.py --device cpu|cuda --config FILE [--config FILE ...] [same options]
   torch_reference.py --device cpu|cuda --sgemm      (large float32 matmul rate, GFLOP/s)
-With --json each (preset, mode) prints one JSON object on its own line.
+With --json each (preset or config, mode) prints one JSON object on its own line.
 """
 import argparse
 import json
@@ -53,20 +66,53 @@ except ImportError as exc:
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-PRESETS = ["C0", "B1", "B1-sn", "B2", "B3"]
+PRESET_DIR = os.path.join(HERE, "presets")
+PRESETS = sorted(f[:-5] for f in os.listdir(PRESET_DIR) if f.endswith(".json"))
 TORCH_MAJOR = int(torch.__version__.split(".")[0])
 
 
 # ---- config ---------------------------------------------------------------------------------
 
-def load_config(preset):
-    """bench/presets/<preset>.json over the defaults of manifest.json's config_schema."""
+# Keys of the update, implemented below.
+UPDATE_KEYS = {
+    "obs_dim", "actions", "hidden", "dueling", "spectral_norm", "double_dqn", "gamma", "loss",
+    "huber_delta", "cql_alpha", "optimizer", "lr", "adam_beta1", "adam_beta2", "adam_eps",
+    "weight_decay", "max_grad_norm", "target_update_interval", "tau", "batch_size",
+    "replay_capacity", "replay", "per_alpha", "per_beta0", "per_beta_steps", "per_eps", "seed",
+    "n_step", "matmul_precision"}
+# Keys that do not change an update (where it runs, exploration, step()'s schedule, the plan).
+NO_EFFECT_KEYS = {
+    "backend", "device", "learning_starts", "train_freq", "gradient_steps", "num_envs",
+    "epsilon_start", "epsilon_end", "epsilon_decay_steps", "autotune", "autotune_cache"}
+
+
+def resolve_config(given):
+    """A learner config over the defaults of manifest.json's config_schema, after checking
+    that this script runs it as the learner would (see the header)."""
+    unknown = sorted(set(given) - UPDATE_KEYS - NO_EFFECT_KEYS)
+    if unknown:
+        raise ValueError(f"torch_reference.py does not implement config key(s) {unknown}")
     with open(os.path.join(REPO, "manifest.json")) as f:
         schema = json.load(f)["config_schema"]
     cfg = {k: v["default"] for k, v in schema.items() if "default" in v}
-    with open(os.path.join(HERE, "presets", preset + ".json")) as f:
-        cfg.update(json.load(f))
+    cfg.update(given)
+    if int(cfg.get("n_step", 1)) != 1:
+        raise ValueError(f"n_step is {cfg['n_step']}; the bench fill stores 1-step transitions")
     return cfg
+
+
+def load_config(preset):
+    """bench/presets/<preset>.json over the manifest's defaults."""
+    with open(os.path.join(PRESET_DIR, preset + ".json")) as f:
+        return resolve_config(json.load(f))
+
+
+def load_config_file(path):
+    with open(path) as f:
+        given = json.load(f)
+    if not isinstance(given, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return resolve_config(given)
 
 
 def gemm_flops_per_update(cfg):
@@ -93,11 +139,20 @@ class Learner:
 
     def __init__(self, cfg, device, capturable=False):
         self.cfg, self.dev = cfg, device
-        K = list(cfg["actions"])
-        if len(set(K)) != 1:
-            raise NotImplementedError("branches of different sizes are not benchmarked")
-        self.D, self.K = len(K), K[0]
-        self.KT = sum(K)
+        K = [int(k) for k in cfg["actions"]]
+        self.D, self.Ks, self.KT = len(K), K, sum(K)
+        self.K = max(K)  # the last extent of Q (n, D, K)
+        self.uniform = len(set(K)) == 1
+        if not self.uniform:
+            # pad_idx (D, K): column of the merged head (flat KT) of branch d's action a, or KT
+            # (a padding column) where a >= K_d; pad_mask marks those; k_d (D, 1) the sizes
+            offs = [sum(K[:d]) for d in range(self.D)]
+            pad_idx = torch.tensor([[offs[d] + a if a < K[d] else self.KT
+                                     for a in range(self.K)] for d in range(self.D)],
+                                   device=device)
+            self.pad_mask = pad_idx == self.KT
+            self.pad_idx = pad_idx.view(1, -1)  # (1, D K), expanded over the rows by gather
+            self.k_d = torch.tensor(K, dtype=torch.float32, device=device).unsqueeze(1)
         self.dueling = bool(cfg["dueling"])
         self.dims = [cfg["obs_dim"]] + list(cfg["hidden"]) + [self.KT + int(self.dueling)]
         self.L = len(cfg["hidden"])
@@ -150,15 +205,28 @@ class Learner:
         return Ws
 
     def forward(self, Ws, params, x):
-        """Q (n, D, K)."""
+        """Q (n, D, K), K = max K_d; -inf where a >= K_d."""
         h = x
         for l in range(self.L):
             h = torch.relu(F.linear(h, Ws[l], params[2 * l + 1]))
         out = F.linear(h, Ws[self.L], params[2 * self.L + 1])
+        if self.uniform:
+            if not self.dueling:
+                return out.view(-1, self.D, self.K)
+            A = out[:, 1:].reshape(-1, self.D, self.K)
+            return out[:, :1].unsqueeze(-1) + (A - A.mean(-1, keepdim=True))
         if not self.dueling:
-            return out.view(-1, self.D, self.K)
-        A = out[:, 1:].reshape(-1, self.D, self.K)
-        return out[:, :1].unsqueeze(-1) + (A - A.mean(-1, keepdim=True))
+            return self.padded(out, float("-inf"))
+        A = self.padded(out[:, 1:], 0.0)  # (n, D, K), 0 in the padding
+        Q = out[:, :1].unsqueeze(-1) + (A - A.sum(-1, keepdim=True) / self.k_d)
+        return Q.masked_fill(self.pad_mask, float("-inf"))
+
+    def padded(self, flat, fill):
+        """(n, KT) -> (n, D, K), `fill` where a >= K_d. A gather (its backward a scatter_add),
+        not advanced indexing, whose backward (index_put_ with accumulate) breaks CUDA graph
+        capture."""
+        p = F.pad(flat, (0, 1), value=fill)
+        return p.gather(1, self.pad_idx.expand(p.shape[0], -1)).view(-1, self.D, self.K)
 
     # -- replay --
     def alloc_replay(self, size):
@@ -375,13 +443,20 @@ def time_runs(run, dev, n, repeats, cpu=None):
 
 
 def bench_one(preset, mode, args, dev):
-    cfg = load_config(preset)
-    cfg["seed"] = args.seed
-    res = {"preset": preset, "impl": "pytorch", "mode": mode, "backend": "torch-" + mode,
+    return bench_config(load_config(preset), preset, mode, args, dev)
+
+
+def bench_config(cfg, label, mode, args, dev):
+    """Time one resolved config in one mode; the result dict (with "error" on failure).
+    args: seed, envs, warmup, updates, repeats, act_calls (0: no act timing), peak_tflops,
+    tf32 (the attributes of this script's command line)."""
+    cfg = dict(cfg, seed=args.seed)
+    res = {"preset": label, "impl": "pytorch", "mode": mode, "backend": "torch-" + mode,
            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_model(),
            "torch_version": torch.__version__, "threads": torch.get_num_threads(),
            "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
-           "batch_size": cfg["batch_size"], "tf32": bool(args.tf32)}
+           "batch_size": cfg["batch_size"], "tf32": bool(args.tf32),
+           "matmul_precision": cfg.get("matmul_precision", "fp32")}
     if mode != "eager" and dev.type != "cuda":
         res["error"] = f"mode {mode} needs CUDA"
         return res
@@ -429,7 +504,8 @@ def bench_one(preset, mode, args, dev):
         res["setup_seconds"] = time.perf_counter() - t0
         if est is None:
             est = time_runs(run, dev, 10, 1)[0]
-        n = args.updates or int(min(1e6, max(10, math.ceil(0.25e6 / est))))
+        run_s = getattr(args, "run_seconds", None) or 0.25
+        n = args.updates or int(min(1e6, max(10, math.ceil(run_s * 1e6 / est))))
         if dev.type == "cuda" and not args.updates:
             n = max(n, 1000)
         cpu = []
@@ -456,7 +532,7 @@ def bench_one(preset, mode, args, dev):
                peak_fraction=(flops * 1e6 / med / 1e12 / args.peak_tflops
                               if args.peak_tflops else None),
                loss_last=loss)
-    for m in (1, 64):  # greedy act latency, host in, host out
+    for m in ((1, 64) if args.act_calls > 0 else ()):  # greedy act latency, host in, host out
         lat = []
         for i in range(args.act_calls + 20):
             x = obs[(i * m) % (rows - m):][:m]
@@ -468,6 +544,14 @@ def bench_one(preset, mode, args, dev):
         res[f"act_us_{m}_p90"] = percentile(lat, 90)
     res["act_calls"] = args.act_calls
     return res
+
+
+def release(dev):
+    """Give the caching allocator's memory back between configs (graphs hold pools)."""
+    import gc
+    gc.collect()
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def cpu_model():
@@ -501,14 +585,18 @@ def sgemm_rate(dev, n=4096, reps=5):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    ap.add_argument("--preset", default="C0", help="one or more of %s, comma-separated"
-                    % ",".join(PRESETS))
+    ap.add_argument("--preset", default=None, help="one or more of %s, comma-separated "
+                    "(default C0 when no --config is given)" % ",".join(PRESETS))
+    ap.add_argument("--config", action="append", default=[], metavar="FILE",
+                    help="a learner config JSON (repeatable)")
     ap.add_argument("--mode", default="eager", choices=["eager", "graph", "compile", "all"])
     ap.add_argument("--updates", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--run-seconds", type=float, default=0.25,
+                    help="target length of a timed run when --updates is not given")
     ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--envs", type=int, default=64)
-    ap.add_argument("--act-calls", type=int, default=2000)
+    ap.add_argument("--act-calls", type=int, default=2000, help="0: no act timing")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--peak-tflops", type=float, default=None)
@@ -528,18 +616,29 @@ def main():
     if args.sgemm:
         print(json.dumps(sgemm_rate(dev)))
         return 0
-    presets = [p for p in args.preset.split(",") if p]
-    for p in presets:
-        if p not in PRESETS:
-            print(f"error: unknown preset {p}; known: {' '.join(PRESETS)}", file=sys.stderr)
-            return 2
+    if args.preset is None and not args.config:
+        args.preset = "C0"
+    presets = [p for p in (args.preset or "").split(",") if p]
+    jobs = []  # (label, cfg)
+    try:
+        for p in presets:
+            if p not in PRESETS:
+                print(f"error: unknown preset {p}; known: {' '.join(PRESETS)}", file=sys.stderr)
+                return 2
+            jobs.append((p, load_config(p)))
+        for path in args.config:
+            jobs.append((os.path.splitext(os.path.basename(path))[0], load_config_file(path)))
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     modes = ["eager", "graph", "compile"] if args.mode == "all" else [args.mode]
     if dev.type == "cpu" and args.mode == "all":
         modes = ["eager"]
     failed = 0
-    for p in presets:
+    for p, cfg in jobs:
         for m in modes:
-            r = bench_one(p, m, args, dev)
+            r = bench_config(cfg, p, m, args, dev)
+            release(dev)
             failed += "error" in r and m == "eager"
             if args.json:
                 print(json.dumps(r), flush=True)
@@ -549,9 +648,11 @@ def main():
                 print(f"{p:6s} torch {m:8s} {r['us_per_update_median']:10.2f} us/update "
                       f"(p10 {r['us_per_update_p10']:.2f}, p90 {r['us_per_update_p90']:.2f}; "
                       f"{r['updates']} x {r['repeats']}), {r['updates_per_second']:.1f} "
-                      f"updates/s, {r['tflops']:.4f} TFLOP/s, act {r['act_us_1']:.1f} / "
-                      f"{r['act_us_64']:.1f} us, observe {r['observe_per_second']:.3g}/s, "
-                      f"{r['threads']} threads", flush=True)
+                      f"updates/s, {r['tflops']:.4f} TFLOP/s, act "
+                      + (f"{r['act_us_1']:.1f} / {r['act_us_64']:.1f} us"
+                         if "act_us_1" in r else "not timed")
+                      + f", observe {r['observe_per_second']:.3g}/s, {r['threads']} threads",
+                      flush=True)
     return 1 if failed else 0
 
 

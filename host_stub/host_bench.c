@@ -1,11 +1,12 @@
 /* host_bench.c - `fhd-host bench`: times the learner's full update, act and observe on the
- * benchmark presets of DESIGN.md section 6, through the public ABI, as any host sees them.
+ * benchmark presets of docs/design.md section 6 or any config, through the public ABI, as any
+ * host sees them.
  *
  * One run:
- *   1. config: the preset's learner config (compiled in below; bench/presets/NAME.json hold the
- *      same JSON for bench/torch_reference.py and `fhd-host check-config`, and
- *      `bench --print-config` lets a test compare them), or --config FILE; then the command
- *      line's --backend, --envs (num_envs), --seed and --set KEY=VALUE.
+ *   1. config: --preset NAME (bench/presets/NAME.json, embedded at build time: host_bench.h;
+ *      bench/torch_reference.py reads the same file) or --config FILE (any learner config,
+ *      e.g. one of bench/shapes.py's); then the command line's --backend, --envs (num_envs),
+ *      --seed and --set KEY=VALUE.
  *   2. fill: synthetic transitions through observe, num_envs per call: observations and next
  *      observations uniform in [-1, 1), rewards uniform in [-1, 1), uniform actions, 1% of
  *      them terminated, none truncated. Default count min(capacity, max(16 B, 65536)), rounded
@@ -18,8 +19,9 @@
  *   4. timed runs: --repeats runs of train(N); each run is timed with the host clock around
  *      train(N) plus one blocking tensor_read of the smallest online tensor. On CUDA train() is
  *      asynchronous and that read waits for the device, so N (default >= 1000 there) amortises
- *      it. Default N: enough for about 0.25 s per run. Reported: min/p10/median/p90/max of the
- *      per-run microseconds per update (p10/p90 interpolated linearly, as numpy.percentile).
+ *      it. Default N: enough for about --run-seconds (0.25 s) per run. Reported:
+ *      min/p10/median/p90/max of the per-run microseconds per update (p10/p90 interpolated
+ *      linearly, as numpy.percentile).
  *   5. act: greedy latency for 1 and 64 observations, each call timed alone, median (and p90)
  *      over --act-calls calls after 20 untimed ones.
  */
@@ -33,55 +35,19 @@
 
 #include <jansson.h>
 
+#include "host_bench.h"
 #include "host_cmds.h"
 #include "host_plugin.h"
 
-/* ---- presets (DESIGN.md section 6), identical to bench/presets/NAME.json -------------------- */
-
-typedef struct bench_preset {
-    const char *name;
-    const char *summary;
-    const char *json;
-} bench_preset;
-
-static const bench_preset presets[] = {
-    {"C0", "cartpole: S=4, hidden [64,64], K=2, dueling, batch 64, capacity 100k, PER",
-     "{\"obs_dim\": 4, \"actions\": [2], \"hidden\": [64, 64], \"dueling\": true, "
-     "\"batch_size\": 64, \"replay_capacity\": 100000, \"replay\": \"prioritized\"}"},
-    {"B1", "latency: S=64, hidden [256,256], K=8, dueling, double, batch 256, capacity 2^20, PER",
-     "{\"obs_dim\": 64, \"actions\": [8], \"hidden\": [256, 256], \"dueling\": true, "
-     "\"double_dqn\": true, \"batch_size\": 256, \"replay_capacity\": 1048576, "
-     "\"replay\": \"prioritized\", \"per_alpha\": 0.6, \"per_beta0\": 0.4, \"optimizer\": "
-     "\"adam\", \"lr\": 0.0001, \"max_grad_norm\": 10.0, \"loss\": \"huber\"}"},
-    {"B1-sn", "B1 with spectral norm on all torso layers",
-     "{\"obs_dim\": 64, \"actions\": [8], \"hidden\": [256, 256], \"dueling\": true, "
-     "\"double_dqn\": true, \"spectral_norm\": \"all\", \"batch_size\": 256, "
-     "\"replay_capacity\": 1048576, \"replay\": \"prioritized\", \"per_alpha\": 0.6, "
-     "\"per_beta0\": 0.4, \"optimizer\": \"adam\", \"lr\": 0.0001, \"max_grad_norm\": 10.0, "
-     "\"loss\": \"huber\"}"},
-    {"B2", "throughput: S=256, hidden [1024,1024], K=32, batch 8192, otherwise B1",
-     "{\"obs_dim\": 256, \"actions\": [32], \"hidden\": [1024, 1024], \"dueling\": true, "
-     "\"double_dqn\": true, \"batch_size\": 8192, \"replay_capacity\": 1048576, "
-     "\"replay\": \"prioritized\", \"per_alpha\": 0.6, \"per_beta0\": 0.4, \"optimizer\": "
-     "\"adam\", \"lr\": 0.0001, \"max_grad_norm\": 10.0, \"loss\": \"huber\"}"},
-    {"B3",
-     "branching: S=64, hidden [512,512], actions [5,5,5,5], batch 1024, spectral norm, "
-     "CQL 0.1",
-     "{\"obs_dim\": 64, \"actions\": [5, 5, 5, 5], \"hidden\": [512, 512], \"dueling\": true, "
-     "\"double_dqn\": true, \"spectral_norm\": \"all\", \"cql_alpha\": 0.1, "
-     "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"replay\": \"prioritized\", "
-     "\"per_alpha\": 0.6, \"per_beta0\": 0.4, \"optimizer\": \"adam\", \"lr\": 0.0001, "
-     "\"max_grad_norm\": 10.0, \"loss\": \"huber\"}"},
-};
-#define NUM_PRESETS (sizeof presets / sizeof presets[0])
-
 static const char bench_usage[] =
-    "usage: fhd-host bench --preset C0|B1|B1-sn|B2|B3 [options]\n"
+    "usage: fhd-host bench --preset NAME [options]     (NAME: bench --list)\n"
     "       fhd-host bench --config FILE [options]\n"
     "       fhd-host bench --list | --preset NAME --print-config\n"
+    "       fhd-host bench (--preset NAME | --config FILE) --print-plan [--backend B] [--json]\n"
     "options:\n"
     "  --backend cpu|cuda|auto  backend (default: the config's, cpu)\n"
-    "  --updates N              updates per timed run (default: ~0.25 s per run, >= 1000 on cuda)\n"
+    "  --updates N              updates per timed run (default: ~--run-seconds, >= 1000 on cuda)\n"
+    "  --run-seconds X          target length of a timed run when --updates is not given (0.25)\n"
     "  --repeats N              timed runs (default 7)\n"
     "  --warmup N               warm-up updates (default: 0.3 s of updates)\n"
     "  --fill N                 replay fill (default min(capacity, max(16 B, 65536)))\n"
@@ -91,6 +57,8 @@ static const char bench_usage[] =
     "  --set KEY=VALUE          override a config key (VALUE is JSON, else a string)\n"
     "  --peak-tflops X          report the fraction of this peak the GEMMs reach\n"
     "  --json                   print one JSON object instead of a table\n"
+    "  --print-plan             create the learner, print the backend's plan (metrics \"plan\")\n"
+    "                           and exit\n"
     "  --plugin PATH            the plugin library\n";
 
 #define MAX_SETS 32
@@ -99,8 +67,8 @@ typedef struct bench_opts {
     const char *preset, *config_path, *backend;
     uint64_t updates, repeats, warmup, fill, envs, act_calls, seed;
     int have_updates, have_warmup, have_fill, have_envs, have_seed;
-    double peak_tflops;
-    int json, print_config, list, help;
+    double peak_tflops, run_seconds;
+    int json, print_config, print_plan, list, help;
     const char *sets[MAX_SETS];
     int nsets;
     char plugin[4096];
@@ -165,16 +133,10 @@ static int parse_u64(const char *opt, const char *s, uint64_t lo, uint64_t hi, u
     return FHD_EXIT_OK;
 }
 
-static const bench_preset *find_preset(const char *name) {
-    for (size_t i = 0; i < NUM_PRESETS; i++)
-        if (!strcmp(presets[i].name, name))
-            return &presets[i];
-    return NULL;
-}
-
 static int parse_args(int argc, char **argv, bench_opts *o) {
     memset(o, 0, sizeof(*o));
     o->repeats = 7;
+    o->run_seconds = 0.25;
     o->envs = 64;
     o->act_calls = 2000;
     o->seed = 1;
@@ -220,6 +182,14 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                 fprintf(stderr, "error: --peak-tflops is \"%s\"; allowed: a number > 0\n", v);
                 return FHD_EXIT_USAGE;
             }
+        } else if (!bad && (v = fhd_opt(argc, argv, &i, "--run-seconds", &bad))) {
+            char *end = NULL;
+            o->run_seconds = strtod(v, &end);
+            if (!*v || *end || !(o->run_seconds > 0.0) || !(o->run_seconds <= 3600.0)) {
+                fprintf(stderr, "error: --run-seconds is \"%s\"; allowed: a number in (0, 3600]\n",
+                        v);
+                return FHD_EXIT_USAGE;
+            }
         } else if (!bad && (v = fhd_opt(argc, argv, &i, "--plugin", &bad)))
             snprintf(o->plugin, sizeof o->plugin, "%s", v);
         else if (bad)
@@ -228,6 +198,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
             o->json = 1;
         else if (!strcmp(argv[i], "--print-config"))
             o->print_config = 1;
+        else if (!strcmp(argv[i], "--print-plan"))
+            o->print_plan = 1;
         else if (!strcmp(argv[i], "--list"))
             o->list = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
@@ -246,10 +218,9 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
                 bench_usage);
         return FHD_EXIT_USAGE;
     }
-    if (o->preset && !find_preset(o->preset)) {
-        fprintf(stderr, "error: unknown preset \"%s\"; known:", o->preset);
-        for (size_t i = 0; i < NUM_PRESETS; i++)
-            fprintf(stderr, " %s", presets[i].name);
+    if (o->preset && !fhd_host_find_preset(o->preset)) {
+        fprintf(stderr, "error: unknown preset \"%s\"; ", o->preset);
+        fhd_host_print_preset_names(stderr, "known: ");
         fputc('\n', stderr);
         return FHD_EXIT_USAGE;
     }
@@ -270,7 +241,7 @@ static int build_config(const bench_opts *o, int with_bench, json_t **out) {
         }
         text = file;
     } else {
-        text = find_preset(o->preset)->json;
+        text = fhd_host_find_preset(o->preset)->json;
     }
     json_error_t jerr;
     json_t *cfg = json_loads(text, 0, &jerr);
@@ -554,6 +525,37 @@ static void host_cpu(char *out, size_t cap) {
     fclose(f);
 }
 
+/* --print-plan: the "plan" object of the learner's metrics, which the CUDA backend fills at
+ * create (docs/design.md section 7); a backend without one says so. */
+static int print_plan(const bench_opts *o, bench_run *r) {
+    json_t *m = read_metrics(r);
+    if (!m)
+        return FHD_EXIT_FAILURE;
+    const char *backend = json_string_value(json_object_get(m, "backend"));
+    const char *device = json_string_value(json_object_get(m, "device"));
+    json_t *plan = json_object_get(m, "plan");
+    if (o->json) {
+        json_t *j = json_pack("{s:s, s:s, s:O}", "backend", backend ? backend : "?", "device",
+                              device ? device : "?", "plan", plan ? plan : json_null());
+        char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(7)) : NULL;
+        if (s)
+            puts(s);
+        free(s);
+        json_decref(j);
+    } else if (plan) {
+        printf("plan of the %s backend (%s):\n", backend ? backend : "?", device ? device : "?");
+        char *s = json_dumps(plan, JSON_INDENT(2) | JSON_REAL_PRECISION(7));
+        if (s)
+            puts(s);
+        free(s);
+    } else {
+        printf("the %s backend (%s) has no plan: its metrics carry no \"plan\" object\n",
+               backend ? backend : "?", device ? device : "?");
+    }
+    json_decref(m);
+    return FHD_EXIT_OK;
+}
+
 /* ---- the command ----------------------------------------------------------------------------- */
 
 typedef struct bench_result {
@@ -631,7 +633,7 @@ static int run_bench(const bench_opts *o, bench_run *r, json_t *cfg, json_t *man
     /* 3. timed runs */
     res->updates = o->updates;
     if (!o->have_updates) {
-        double n = ceil(0.25e6 / res->est_us);
+        double n = ceil(o->run_seconds * 1e6 / res->est_us);
         n = n < 10 ? 10 : n > 1000000 ? 1000000 : n;
         res->updates = (uint64_t)(cuda && n < 1000 ? 1000 : n);
     }
@@ -735,6 +737,8 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
         json_object_set_new(j, "loss_last", json_real(res->last.loss));
         json_object_set_new(j, "metrics_updates_per_second",
                             json_deep_copy(json_object_get(metrics, "updates_per_second")));
+        json_t *plan = json_object_get(metrics, "plan"); /* the CUDA backend's (--print-plan) */
+        json_object_set_new(j, "plan", plan ? json_deep_copy(plan) : json_null());
         char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(7));
         if (s)
             puts(s);
@@ -781,8 +785,7 @@ int fhd_cmd_bench(int argc, char **argv) {
         return FHD_EXIT_OK;
     }
     if (o.list) {
-        for (size_t i = 0; i < NUM_PRESETS; i++)
-            printf("%-6s %s\n", presets[i].name, presets[i].summary);
+        fhd_host_list_presets(stdout);
         return FHD_EXIT_OK;
     }
     json_t *cfg = NULL;
@@ -816,6 +819,8 @@ int fhd_cmd_bench(int argc, char **argv) {
         fhd_host_print_error(&p, o.preset ? o.preset : o.config_path, &err);
         rc = st == FHD_ERR_BACKEND_UNAVAILABLE || st == FHD_ERR_OUT_OF_MEMORY ? FHD_EXIT_FAILURE
                                                                               : FHD_EXIT_CONFIG;
+    } else if (o.print_plan) {
+        rc = print_plan(&o, &r);
     } else if (read_geom(cfg, p.manifest, &g) != 0) {
         fprintf(stderr, "error: bench: cannot read the network's shape from the config\n");
         rc = FHD_EXIT_CONFIG;

@@ -1,7 +1,10 @@
 /* test_bench.c - `fhd-host bench` on a tiny C0 run: the JSON it prints holds the keys and the
  * values the run implies (counts, the GEMM FLOP formula, ordered percentiles, finite rates);
- * bad command lines exit 2; every preset compiled into fhd-host equals bench/presets/NAME.json.
- * Usage: test_bench FHD_HOST PRESETS_DIR */
+ * bad command lines exit 2; every file in bench/presets is a preset of fhd-host with the same
+ * JSON (they are embedded at build time); --print-plan on the CPU backend; --config FILE with
+ * branches of different sizes.
+ * Usage: test_bench FHD_HOST PRESETS_DIR [TMPDIR]   (TMPDIR: where a config file is written) */
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +97,7 @@ static void test_c0_run(void) {
           num(j, "observe_per_second"));
     CHECK(isfinite(num(j, "loss_last")), "loss %g", num(j, "loss_last"));
     CHECK(json_is_null(json_object_get(j, "peak_fraction")), "no peak given");
+    CHECK(json_is_null(json_object_get(j, "plan")), "the CPU backend has no plan");
     CHECK(!strcmp(str(j, "cuda_device_max_connections"), "32"), "cuda_device_max_connections");
     CHECK(!strcmp(str(j, "timing"), "host clock around train(N) + one blocking read"), "timing");
     json_decref(j);
@@ -107,6 +111,7 @@ static void test_errors(void) {
         "bench --preset C0 --updates 0",      /* out of range */
         "bench --preset C0 --repeats x",      /* not a number */
         "bench --preset C0 --peak-tflops -1", /* not positive */
+        "bench --preset C0 --run-seconds 0",  /* not positive */
         "bench --preset C0 --set nokey",      /* no '=' */
         "bench --preset C0 --frobnicate",     /* unknown option */
     };
@@ -122,35 +127,116 @@ static void test_errors(void) {
     CHECK(st == 5, "a config the library rejects exited %d, expected 5", st);
 }
 
+/* Every file in PRESETS_DIR is a preset of fhd-host (embedded at build time) with the same
+ * JSON, and fhd-host has no other: --list has one line per file. */
 static void test_presets(const char *dir) {
-    static const char *names[] = {"C0", "B1", "B1-sn", "B2", "B3"};
     int st;
     char *list = run("bench --list", &st);
     CHECK(st == 0 && list, "bench --list exited %d", st);
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char args[256], path[4096];
-        CHECK(list && strstr(list, names[i]), "--list lacks %s", names[i]);
-        snprintf(args, sizeof args, "bench --preset %s --print-config", names[i]);
+    size_t lines = 0;
+    for (const char *c = list ? list : ""; *c; c++)
+        lines += *c == '\n';
+    DIR *d = opendir(dir);
+    CHECK(d != NULL, "cannot open %s", dir);
+    size_t files = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n <= 5 || strcmp(e->d_name + n - 5, ".json"))
+            continue;
+        files++;
+        char name[256], args[512], path[4096], head[300];
+        snprintf(name, sizeof name, "%.*s", (int)(n - 5), e->d_name);
+        snprintf(head, sizeof head, "\n%s ", name); /* a line that begins with the name */
+        char *l2 = NULL;
+        if (list && asprintf(&l2, "\n%s", list) < 0)
+            l2 = NULL;
+        CHECK(l2 && strstr(l2, head), "--list lacks %s", name);
+        free(l2);
+        snprintf(args, sizeof args, "bench --preset '%s' --print-config", name);
         char *out = run(args, &st);
         json_t *a = out ? json_loads(out, 0, NULL) : NULL;
-        snprintf(path, sizeof path, "%s/%s.json", dir, names[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         json_t *b = json_load_file(path, 0, NULL);
-        CHECK(st == 0 && a && b && json_equal(a, b), "preset %s differs from %s", names[i], path);
+        CHECK(st == 0 && a && b && json_equal(a, b), "preset %s differs from %s", name, path);
         json_decref(a);
         json_decref(b);
         free(out);
     }
+    if (d)
+        closedir(d);
+    /* the five of docs/design.md section 6 at least */
+    CHECK(files >= 5 && lines == files, "%zu preset files, %zu lines in --list", files, lines);
     free(list);
 }
 
+/* --config FILE (what bench/shapes.py runs): a config with branches of different sizes and
+ * no dueling head runs, and the JSON carries the file's config and its FLOPs. */
+static void test_config_file(const char *tmpdir) {
+    char path[4096], args[4400];
+    snprintf(path, sizeof path, "%s/test_bench_config.json", tmpdir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f)
+        return;
+    fputs("{\"obs_dim\": 5, \"actions\": [3, 7], \"hidden\": [16], \"dueling\": false, "
+          "\"double_dqn\": false, \"batch_size\": 8, \"replay_capacity\": 256}\n",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args,
+             "bench --config '%s' --backend cpu --updates 5 --repeats 2 --warmup 2 --fill 64 "
+             "--envs 8 --act-calls 5 --json",
+             path);
+    int st;
+    char *out = run(args, &st);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    CHECK(st == 0 && j, "bench --config exited %d: %s", st, out ? out : "(no output)");
+    free(out);
+    if (!j)
+        return;
+    json_t *acts = json_object_get(json_object_get(j, "config"), "actions");
+    CHECK(!strcmp(str(j, "preset"), path) && json_array_size(acts) == 2 &&
+              json_integer_value(json_array_get(acts, 1)) == 7,
+          "preset %s, config actions", str(j, "preset"));
+    /* F = 2*8*(5*16 + 16*10) = 3840; (4 + 0) F - 2*8*5*16 = 14080 */
+    CHECK(num(j, "gemm_flops_per_update") == 14080.0, "flops %.0f",
+          num(j, "gemm_flops_per_update"));
+    CHECK(num(j, "updates") == 5 && num(j, "fill") == 64 && isfinite(num(j, "loss_last")),
+          "updates %g fill %g loss %g", num(j, "updates"), num(j, "fill"), num(j, "loss_last"));
+    json_decref(j);
+    remove(path);
+}
+
+/* --print-plan on the CPU backend: it creates the learner, says the backend has no plan and
+ * exits 0; with --json the object carries "plan": null. */
+static void test_print_plan(void) {
+    int st;
+    char *out = run("bench --preset C0 --backend cpu --print-plan", &st);
+    CHECK(st == 0 && out && strstr(out, "the cpu backend") && strstr(out, "has no plan"),
+          "--print-plan exited %d: %s", st, out ? out : "(no output)");
+    free(out);
+    out = run("bench --preset C0 --backend cpu --print-plan --json", &st);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    CHECK(st == 0 && j && !strcmp(str(j, "backend"), "cpu") &&
+              json_is_null(json_object_get(j, "plan")),
+          "--print-plan --json exited %d: %s", st, out ? out : "(no output)");
+    json_decref(j);
+    free(out);
+    out = run("bench --preset C0 --backend cpu --set batch_size=0 --print-plan", &st);
+    CHECK(st == 5, "--print-plan of a rejected config exited %d, expected 5", st);
+    free(out);
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: test_bench FHD_HOST PRESETS_DIR\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: test_bench FHD_HOST PRESETS_DIR [TMPDIR]\n");
         return 2;
     }
     host = argv[1];
     test_presets(argv[2]);
     test_errors();
+    test_print_plan();
+    test_config_file(argc > 3 ? argv[3] : ".");
     test_c0_run();
     return fhd_test_finish();
 }

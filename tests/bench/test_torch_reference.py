@@ -1,0 +1,112 @@
+"""test_torch_reference.py - bench/torch_reference.py computes the learner's update: its loss,
+TD errors and gradients on one batch equal those of tests/parity/torch_reference.py (the
+reference the parity test holds the library to), for branches of one size and of different
+sizes, dueling or not, double DQN or not, spectral norm none/last/all, CQL on and off.
+Exits 77 (skipped) without torch. Usage: test_torch_reference.py BENCH_DIR PARITY_SCRIPT"""
+import importlib.util
+import sys
+
+try:
+    import torch
+except ImportError as exc:
+    print(f"SKIP: cannot import torch with {sys.executable}: {exc}")
+    sys.exit(77)
+
+# fp32 on the CPU, the same ops in the same order except the branch layout (per-branch slices
+# there, one padded (B, D, K) tensor here): a few roundings apart at most.
+TOL = 1e-5
+
+CASES = [  # actions, dueling, double_dqn, cql_alpha, spectral_norm, loss
+    ([3, 5, 2], True, True, 0.1, "all", "huber"),
+    ([4], False, False, 0.0, "none", "huber"),
+    ([2, 16], True, False, 1.0, "last", "mse"),
+    ([6, 6], False, True, 0.0, "none", "huber"),
+    ([7, 2, 7, 3], False, True, 0.5, "last", "huber"),
+    ([5, 5, 5], True, True, 0.1, "all", "mse"),
+]
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def rel(a, b):
+    return float((a - b).norm() / max(float(b.norm()), 1e-12))
+
+
+def main():
+    bench_dir, parity_script = sys.argv[1:3]
+    sys.path.insert(0, bench_dir)
+    tr = load("torch_reference", f"{bench_dir}/torch_reference.py")
+    par = load("parity_reference", parity_script)
+    failures = 0
+    for acts, duel, dbl, cql, sn, loss_kind in CASES:
+        torch.manual_seed(len(acts) * 7 + sum(acts))
+        cfg = tr.resolve_config({
+            "obs_dim": 9, "actions": acts, "hidden": [16, 12], "dueling": duel,
+            "double_dqn": dbl, "cql_alpha": cql, "spectral_norm": sn, "loss": loss_kind,
+            "batch_size": 8, "replay": "prioritized", "seed": 5})
+        lr = tr.Learner(cfg, torch.device("cpu"))
+        n, B = 32, 8
+        lr.alloc_replay(n)
+        obs = torch.randn(n + 1, 9)
+        act = torch.stack([torch.randint(0, k, (n,)) for k in acts], 1)
+        rew, term = torch.randn(n), torch.rand(n) < 0.2
+        lr.observe(obs[:n], act, rew, obs[1:], term)
+        idx, w = torch.randint(0, n, (B,)), torch.rand(B) + 0.1
+        lr.sample = lambda: (idx, w)  # the batch both sides see
+
+        # the parity reference's networks with the bench learner's weights and u, v
+        s = par.Spec(cfg)
+        net = par.QNet(s, torch.float32, "parametrizations")
+        tgt = par.QNet(s, torch.float32, "parametrizations")
+        L = lr.L
+        with torch.no_grad():
+            for m, P, SN in ((net, lr.params, lr.sn), (tgt, lr.target, lr.sn_target)):
+                ps = list(m.params().values())
+                for i in range(2 * L):
+                    ps[i].copy_(P[i])
+                if duel:  # the merged head: row 0 the value, rows 1.. the advantages
+                    ps[2 * L].copy_(P[2 * L][:1])
+                    ps[2 * L + 1].copy_(P[2 * L + 1][:1])
+                    ps[2 * L + 2].copy_(P[2 * L][1:])
+                    ps[2 * L + 3].copy_(P[2 * L + 1][1:])
+                else:
+                    ps[2 * L].copy_(P[2 * L])
+                    ps[2 * L + 1].copy_(P[2 * L + 1])
+                for l, (u, v) in SN.items():
+                    getattr(m, f"u{l}").copy_(u)
+                    getattr(m, f"v{l}").copy_(v)
+        ws = net.weights(iterate=True)
+        q = net(obs[:n][idx], ws)
+        with torch.no_grad():
+            qt = tgt(obs[1:][idx], tgt.weights(iterate=False))
+            sel = net(obs[1:][idx], [x.detach() for x in ws]) if dbl else qt
+            disc = (1.0 - term[idx].float()) * cfg["gamma"]
+            y, _ = par.td_target(s, qt, sel, rew[idx], disc)
+        ref_loss, ref_qa = par.td_loss(s, cfg, q, act[idx], y, w)
+        ref_loss.backward()
+        ref_g = [p.grad for p in net.params().values()]
+
+        loss, td, _ = lr.loss_fn()
+        loss.backward()
+        g = [p.grad for p in lr.params]
+        if duel:  # split the merged head's gradient as the parity net holds it
+            g = g[:2 * L] + [g[2 * L][:1], g[2 * L + 1][:1], g[2 * L][1:], g[2 * L + 1][1:]]
+        errs = {"loss": rel(loss.detach(), ref_loss.detach()),
+                "td": rel(td, ref_qa.detach() - y[:, None]),
+                "grad": max(rel(a, b) for a, b in zip(g, ref_g))}
+        bad = {k: v for k, v in errs.items() if not v <= TOL}
+        failures += bool(bad)
+        print(f"{'FAIL' if bad else 'ok  '} actions {acts} dueling {duel} double {dbl} "
+              f"cql {cql} sn {sn} {loss_kind}: " + ", ".join(f"{k} {v:.1e}"
+                                                            for k, v in errs.items()))
+    print(f"{len(CASES) - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
