@@ -11,12 +11,16 @@
  * in memory. The file is written as "<path>.tmp.<pid>.XXXXXX" in the target's directory,
  * fsynced, renamed over the target and the directory fsynced: a reader sees the old file or
  * the new one, never a mixture; on failure the temporary file is removed and the old file is
- * intact. A save or load of `path` first removes the temporaries of writers of `path` that
+ * intact. A state holding NaN or Inf in a float tensor is refused (FHD_ERR_DIVERGED): the
+ * loader refuses such files as damaged, so every file written loads. A save or load of `path`
+ * first removes the temporaries of writers of `path` that
  * died (checkpoint_io.h). Saving does not change the learner.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +102,16 @@ static int32_t stream_tensors(save_ctx *c) {
                 return fhd__fail(c->L, rc,
                                  "checkpoint_save: reading \"%s\" from the %s backend: %s", t->name,
                                  c->L->ops->name, c->L->ops->error(c->L->be));
+            /* the loader refuses NaN/Inf in a float tensor as damage: a diverged state is
+             * refused here, so that every file this library writes loads again */
+            const float *x = (const float *)(c->buf + c->used);
+            for (uint64_t k = 0; t->dtype == FHD_CK_F32 && k < m; k++)
+                if (!isfinite(x[k]))
+                    return fhd__fail(c->L, FHD_ERR_DIVERGED,
+                                     "checkpoint_save: %s: the learner's state is not finite: "
+                                     "\"%s\" element %" PRIu64 " is %g (training diverged); "
+                                     "nothing was written, the previous checkpoint is intact",
+                                     c->path, t->name, e + k, (double)x[k]);
             h = fhd__crc64_update(c->crc, h, c->buf + c->used, (size_t)(m * es));
             c->used += (size_t)(m * es);
             e += m;

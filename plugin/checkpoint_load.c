@@ -295,8 +295,10 @@ static int32_t check_compat(load_ctx *c) {
 
 /* ---- 4 and 5. tensors and data ------------------------------------------------------------ */
 
-/* NaN/Inf in float tensors: rejected like any other invalid input (observe and
- * tensor_write refuse them too); the first one found is reported. */
+/* NaN/Inf in float tensors: rejected like any other invalid input. No state of a learner holds
+ * them (observe refuses non-finite inputs and returns, tensor_write non-finite values, train a
+ * diverging update) and checkpoint_save refuses to write one, so such a file is damaged or
+ * crafted; the first one found is reported. */
 static void check_finite(load_ctx *c, const fhd__ck_tensor *t, const void *data, uint64_t e0,
                          uint64_t m) {
     if (t->dtype != FHD_CK_F32 || c->nonfinite)
@@ -403,8 +405,10 @@ static int64_t first_bad_action(load_ctx *c, const fhd__ck_tensor *t) {
 static int32_t check_values(load_ctx *c) {
     const uint32_t D = c->lo.D;
     if (c->nonfinite)
-        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "tensor \"%s\": element %" PRIu64
-                     " is NaN or Inf", c->nonfinite, c->nonfinite_at);
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "tensor \"%s\": element %" PRIu64 " is NaN or Inf (checkpoint_save refuses "
+                     "a non-finite state: not a file this library wrote, or damaged)",
+                     c->nonfinite, c->nonfinite_at);
     for (uint32_t i = 0; i < c->cat.n; i++) {
         const fhd__ck_tensor *t = &c->cat.t[i];
         if (t->source == FHD_CK_SRC_SCALAR && wanted(c, t))
