@@ -224,9 +224,17 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
     L->E = cfg.num_envs;
     L->n = cfg.n_step;
     if (!alloc_all(L)) {
+        /* alloc_all's buffers: the staging ring and one observe's emitted transitions hold
+         * E n (3 S + 2 D + 3) values, the step() state E (S + D + 4) (doubles as two) */
+        const double En = (double)cfg.num_envs * cfg.n_step, S = L->lo.S, D = L->lo.D;
+        const double bytes = 4.0 * (En * (3 * S + 2 * D + 3) + cfg.num_envs * (S + D + 10) +
+                                    (double)L->cap_rows * D + 2.0 * cfg.batch_size);
         fhd__learner_destroy(L);
-        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory (num_envs %u, n_step %u)",
-                       cfg.num_envs, cfg.n_step);
+        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "",
+                       "init: out of memory: the n-step staging needs about %.1f MiB (num_envs "
+                       "%u x n_step %u x obs_dim %u floats, 3 copies: the ring and one observe's "
+                       "emitted obs and next_obs)",
+                       bytes / 1048576.0, cfg.num_envs, cfg.n_step, cfg.obs_dim);
         return FHD_ERR_OUT_OF_MEMORY;
     }
     rc = fhd__select_backend(L, err);
@@ -249,8 +257,10 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
         free(params);
         free(sn);
         fhd__learner_destroy(L);
-        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory for %llu parameters",
-                       (unsigned long long)P);
+        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "",
+                       "init: out of memory for %llu parameters (%.1f MiB: the online and target "
+                       "initial values)",
+                       (unsigned long long)P, 8.0 * (double)P / 1048576.0);
         return FHD_ERR_OUT_OF_MEMORY;
     }
     memcpy(params + P, params, sizeof(float) * P); /* target = online */
