@@ -9,7 +9,9 @@
  *   2. A load with flags 0 of a file whose replay and n-step staging are much larger than the
  *      learner's reads the length, the header and the tensors it applies, nothing else (every
  *      pread is counted), with < 4 MiB more peak RSS; damage in its replay section does not
- *      matter to it, and the same file with FHD_CKPT_INCLUDE_REPLAY is refused.
+ *      matter to it, and the same file with FHD_CKPT_INCLUDE_REPLAY is refused. Loaded with
+ *      the replay (intact) into a fresh learner, the peak grows by at most twice the tensors
+ *      (the learner's pages written for the first time, and the staged copy) + 8 MiB.
  *   3. A file rewritten while it is loaded: this program interposes pread (the library binds
  *      to the executable's definition first) and, at the k-th pread of a load, rewrites the
  *      file in place with another checkpoint of the same config and size. For every k the load
@@ -279,6 +281,27 @@ static void test_flags0(void) {
     printf("flags-0 load of a %.1f MiB file (replay group %.1f MiB): read %llu bytes, +%ld KiB "
            "peak RSS\n",
            len / 1048576.0, replay_group / 1048576.0, (unsigned long long)hook_bytes, kib);
+
+    /* with the replay: the file's replay is staged once (the learner's own size), no more */
+    fhd_learner *F = fhd_test_create(api, big_cfg);
+    base = peak_reset();
+    hook_reset(0);
+    hook_on = 1;
+    rc = api->checkpoint_load(F, path, FHD_CKPT_INCLUDE_REPLAY);
+    hook_on = 0;
+    const long full_kib = peak_since(base);
+    CHECK(rc == FHD_OK && hook_bytes == len, "with the replay: %s; read %llu of %zu bytes",
+          api->last_error(F), (unsigned long long)hook_bytes, len);
+    /* the learner's own pages (calloc'd, untouched until the load writes them) and the staged
+     * copy: twice the tensors at most */
+    CHECK(full_kib < (long)(2 * (replay_group + applied) / 1024) + 8 * 1024,
+          "a load with the replay: +%ld KiB for %.1f MiB of tensors", full_kib,
+          (replay_group + applied) / 1048576.0);
+    printf("the same file with FHD_CKPT_INCLUDE_REPLAY into a fresh learner: read %llu bytes "
+           "(each once), +%ld KiB peak RSS (the learner's own pages written for the first time "
+           "and the staged copy)\n",
+           (unsigned long long)hook_bytes, full_kib);
+    api->destroy(F);
 
     /* damage in the replay section: not read, so not seen; with the replay, refused */
     size_t b = 0, e = 0;
