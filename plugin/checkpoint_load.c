@@ -543,7 +543,8 @@ static int32_t apply(load_ctx *c) {
          * other writes fail only on a device error. */
         for (uint32_t k = 0; k < 2 * c->cat.n; k++) {
             const fhd__ck_tensor *t = &c->cat.t[k % c->cat.n];
-            const int prio = t->source == FHD_CK_SRC_BACKEND && t->kind == FHD_STATE_REPLAY_PRIORITY;
+            const int prio =
+                t->source == FHD_CK_SRC_BACKEND && t->kind == FHD_STATE_REPLAY_PRIORITY;
             if (!t->replay_group || (k < c->cat.n) != prio)
                 continue;
             if (t->source == FHD_CK_SRC_BACKEND) {

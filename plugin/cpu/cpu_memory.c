@@ -24,8 +24,7 @@ static cpu_need cpu_bytes(const fhd__config *cfg, const fhd__layout *lo) {
     cpu_need n;
     n.net = 4.0 * 6 * P;
     n.sn = 4.0 * (3 * (double)lo->sn_size + 2 * wsn);
-    n.batch = 4.0 * (act + 4 * B * W + 5 * B * KT + B + B * D + W + 2 * B * S + 3 * B + B * D +
-                     B) +
+    n.batch = 4.0 * (act + 4 * B * W + 5 * B * KT + B + B * D + W + 2 * B * S + 3 * B + B * D + B) +
               8.0 * 2 * B;
     double leaves = 1;
     while (leaves < N)

@@ -32,11 +32,11 @@ static char dir[512];
 
 /* ---- pread, interposed --------------------------------------------------------------------- */
 
-static int hook_on;             /* count the library's reads */
-static long hook_calls;         /* preads since the counter was reset */
-static uint64_t hook_bytes;     /* bytes asked for */
-static long hook_rewrite_at;    /* rewrite the file before this pread (0: never) */
-static const char *hook_path;   /* the file to rewrite */
+static int hook_on;                    /* count the library's reads */
+static long hook_calls;                /* preads since the counter was reset */
+static uint64_t hook_bytes;            /* bytes asked for */
+static long hook_rewrite_at;           /* rewrite the file before this pread (0: never) */
+static const char *hook_path;          /* the file to rewrite */
 static const unsigned char *hook_with; /* its new bytes (same length) */
 static size_t hook_len;
 static int hook_rewritten;
@@ -186,7 +186,8 @@ static void test_hostile_headers(void) {
     static const struct {
         const char *what, *prefix, *unit, *suffix, *needle;
     } cases[] = {
-        {"{} in an array", "{\"__metadata__\":{},\"t\":[", "{},", "{}]}", "an array of more than 8"},
+        {"{} in an array", "{\"__metadata__\":{},\"t\":[", "{},", "{}]}",
+         "an array of more than 8"},
         {"deep nesting", "{\"a\":", "[", "", "nests deeper than 3"},
         {"root members", "{\"__metadata__\":{}", ",\"x\":0", "}", "a root object of more than"},
         {"metadata members", "{\"__metadata__\":{\"a\":\"\"", ",\"a\":\"\"", "}}",
@@ -200,8 +201,8 @@ static void test_hostile_headers(void) {
         free(h);
         expect_refused(L, &before, cases[i].what, path, cases[i].needle, &secs, &kib);
         const char *m = strstr(last_msg, ": the header");
-        printf("  %-20s %zu bytes: refused in %.2f ms, +%ld KiB%s\n", cases[i].what, n,
-               secs * 1e3, kib, m ? m : "");
+        printf("  %-20s %zu bytes: refused in %.2f ms, +%ld KiB%s\n", cases[i].what, n, secs * 1e3,
+               kib, m ? m : "");
     }
     /* many small objects, each within the member bounds: the count of values stops them */
     h = malloc(n + 1);
@@ -363,8 +364,10 @@ static void test_rewrite(void) {
     hook_on = 0;
     const long reads = hook_calls;
     CHECK(rc == FHD_OK, "load a: %s", api->last_error(L));
-    CHECK(hook_bytes == na, "a load with the replay read %llu bytes of a %zu-byte file (each "
-          "byte once)", (unsigned long long)hook_bytes, na);
+    CHECK(hook_bytes == na,
+          "a load with the replay read %llu bytes of a %zu-byte file (each "
+          "byte once)",
+          (unsigned long long)hook_bytes, na);
     CHECK(api->checkpoint_load(L, px, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "back to x");
 
     hook_path = pa;

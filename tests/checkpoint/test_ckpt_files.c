@@ -125,8 +125,8 @@ static void test_stale(void) {
     const long dead = dead_pid();
     char other[700], old[700], bad[700], locked[700];
     snprintf(other, sizeof other, "other.safetensors.tmp.%ld.abcDEF", dead);
-    snprintf(old, sizeof old, "%s.tmp.Ab12Cd", base);             /* no pid: an older writer */
-    snprintf(bad, sizeof bad, "%s.tmp.%ld.abc", base, dead);      /* not mkstemp's suffix */
+    snprintf(old, sizeof old, "%s.tmp.Ab12Cd", base);                 /* no pid: an older writer */
+    snprintf(bad, sizeof bad, "%s.tmp.%ld.abc", base, dead);          /* not mkstemp's suffix */
     snprintf(locked, sizeof locked, "%s.tmp.%ld.LoCk3d", base, dead); /* dead pid, but locked */
     touch(other);
     touch(old);
@@ -143,7 +143,8 @@ static void test_stale(void) {
     double dt = ck_now() - t0;
     CHECK(!exists(tmp), "the killed saver's temporary %s survived the next save", tmp);
     CHECK(exists(other) && exists(old) && exists(bad), "a file of another pattern was removed");
-    CHECK(exists(locked), "a locked temporary (a live writer in another pid namespace) was removed");
+    CHECK(exists(locked),
+          "a locked temporary (a live writer in another pid namespace) was removed");
 
     /* a second dead writer's temporary (unlocked) is removed by a load */
     snprintf(tmp2, sizeof tmp2, "%s.tmp.%ld.ZZzz99", base, dead);
@@ -183,8 +184,8 @@ static void test_modes(void) {
         unlink(path);
         CHECK(api->checkpoint_save(L, path, 0) == FHD_OK, "save: %s", api->last_error(L));
         chmod(path, replace[i].before);
-        CHECK(mode_of(path) == replace[i].before, "chmod %o did not take (%o)",
-              replace[i].before, mode_of(path));
+        CHECK(mode_of(path) == replace[i].before, "chmod %o did not take (%o)", replace[i].before,
+              mode_of(path));
         CHECK(api->checkpoint_save(L, path, 0) == FHD_OK, "save: %s", api->last_error(L));
         CHECK(mode_of(path) == replace[i].after, "replacing a file of mode %o gave %o; expected %o",
               replace[i].before, mode_of(path), replace[i].after);
@@ -197,8 +198,9 @@ static void test_modes(void) {
         unlink(path);
         umask(fresh[i].mask);
         CHECK(api->checkpoint_save(L, path, 0) == FHD_OK, "save: %s", api->last_error(L));
-        CHECK(mode_of(path) == fresh[i].mode, "a new file under umask %03o has mode %o; expected %o",
-              (unsigned)fresh[i].mask, mode_of(path), fresh[i].mode);
+        CHECK(mode_of(path) == fresh[i].mode,
+              "a new file under umask %03o has mode %o; expected %o", (unsigned)fresh[i].mask,
+              mode_of(path), fresh[i].mode);
     }
     umask(saved);
     unlink(path);

@@ -79,8 +79,8 @@ static frozen freeze(fhd_learner *L) {
 static int same(fhd_learner *L, const frozen *f) {
     size_t n = 0;
     unsigned char *b = state_bytes(L, &n);
-    int ok = b && f->bytes && n == f->n && memcmp(b, f->bytes, n) == 0 &&
-             tensors_hash(L) == f->tensors;
+    int ok =
+        b && f->bytes && n == f->n && memcmp(b, f->bytes, n) == 0 && tensors_hash(L) == f->tensors;
     free(b);
     return ok;
 }
@@ -121,7 +121,8 @@ static void test_returns(void) {
     free(f.bytes);
     f = freeze(L);
     rc = observe_r(L, -FLT_MAX, 0.0f, 1);
-    CHECK(rc == FHD_ERR_NONFINITE && strstr(api->last_error(L), "-6.80565e+38, beyond the float range"),
+    CHECK(rc == FHD_ERR_NONFINITE &&
+              strstr(api->last_error(L), "-6.80565e+38, beyond the float range"),
           "-FLT_MAX twice at an episode end: %s: %s", api->status_name(rc), api->last_error(L));
     CHECK(same(L, &f), "the refused episode end changed the learner");
     CHECK(observe_r(L, 0.0f, 0.0f, 1) == FHD_OK, "the episode ends: %s", api->last_error(L));
@@ -156,7 +157,8 @@ static void test_returns(void) {
     api->destroy(L);
 }
 
-/* ---- 2. divergence ---------------------------------------------------------------------------- */
+/* ---- 2. divergence ----------------------------------------------------------------------------
+ */
 
 #define DV_B 4
 
@@ -192,22 +194,21 @@ static void expect_diverged(fhd_learner *L, int32_t rc, const char *what, const 
               strstr(m, "not applied"),
           "%s: %s: %s", what, api->status_name(rc), m);
     CHECK(same(L, f), "%s: the diverged update changed the learner", what);
-    CHECK(metric(L, "diverged_updates") == count, "%s: diverged_updates %lld, expected %lld",
-          what, metric(L, "diverged_updates"), count);
+    CHECK(metric(L, "diverged_updates") == count, "%s: diverged_updates %lld, expected %lld", what,
+          metric(L, "diverged_updates"), count);
 }
 
 static void test_divergence(void) {
     /* spectral norm on: the power iteration's u, v must be restored too */
     fhd_learner *L =
         fhd_test_create(api, NF_CONFIG(", \"loss\": \"mse\", \"spectral_norm\": \"all\""));
-    fhd_learner *H = fhd_test_create(
-        api, NF_CONFIG(", \"spectral_norm\": \"all\", \"max_grad_norm\": 0"));
+    fhd_learner *H =
+        fhd_test_create(api, NF_CONFIG(", \"spectral_norm\": \"all\", \"max_grad_norm\": 0"));
     fhd_learner *both[2] = {L, H};
     for (int k = 0; k < 2; k++) {
         for (int s = 0; s < 6; s++)
             CHECK(rel_observe(api, both[k], s) == FHD_OK, "observe");
-        CHECK(batch(both[k], 0.1f, 1.0f) == FHD_OK, "a sane batch: %s",
-              api->last_error(both[k]));
+        CHECK(batch(both[k], 0.1f, 1.0f) == FHD_OK, "a sane batch: %s", api->last_error(both[k]));
         CHECK(api->train(both[k], 2, NULL) == FHD_OK, "train: %s", api->last_error(both[k]));
     }
     long long updates = metric(L, "updates");
@@ -262,7 +263,8 @@ static void test_divergence(void) {
     api->destroy(L);
 }
 
-/* ---- 3. saving a non-finite state ------------------------------------------------------------- */
+/* ---- 3. saving a non-finite state -------------------------------------------------------------
+ */
 
 static void test_save(void) {
     fhd_learner *L = fhd_test_create(api, REL_CONFIG);
