@@ -12,7 +12,6 @@
  * and the power iteration's u, v are restored. train/train_batch then return
  * FHD_ERR_DIVERGED with the learner exactly as after the previous update.
  */
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,8 +275,8 @@ static void net_forward(fhd__backend *b, int net, const float *x, uint32_t n, fl
     fhd__head_combine(q, in, lo, n);
 }
 
-/* Why update `u` is not applied (FHD_ERR_DIVERGED): the statistic and the first non-finite
- * value of the batch that explains it. */
+/* Why the update is not applied (FHD_ERR_DIVERGED, message in b->err): the statistic, and the
+ * first non-finite TD target or Q value of the batch that explains it. */
 static int32_t diverged(fhd__backend *b, const fhd__host_batch *hb, float loss, float gnorm) {
     const uint32_t B = hb->B, KT = b->lo.KT;
     char why[160] = "";
