@@ -13,7 +13,7 @@
  *   4. tensors: exactly the catalogue of the recorded config, dtypes, shapes, data_offsets
  *      contiguous from 0 and covering the data section to the end of the file, checksums
  *      well-formed;
- * *   5. data: every tensor the load applies is read once from the one open descriptor into
+ *   5. data: every tensor the load applies is read once from the one open descriptor into
  *      memory and its CRC-64 compared; value checks that protect the learner (action indices,
  *      ring positions, priority leaves, counters, finiteness). Without FHD_CKPT_INCLUDE_REPLAY
  *      the replay group (storage, staging, step state) is neither read nor held: its offsets
