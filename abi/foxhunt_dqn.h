@@ -98,14 +98,19 @@ extern "C" {
     X(ERR_UNSUPPORTED_VERSION, -22, "the requested ABI version is not supported")              \
     X(ERR_NOT_FOUND, -23, "no such item")                                                      \
     X(ERR_DEVICE, -24, "a device (CUDA) call failed")                                          \
-    X(ERR_INTERNAL, -25, "internal error")
+    X(ERR_INTERNAL, -25, "internal error")                                                     \
+    X(ERR_DIVERGED, -26, "training diverged: an update or the state would be NaN or Inf")
 
 typedef enum fhd_status {
 #define FHD__STATUS_ENUM(name, value, msg) FHD_##name = (value),
     FHD_STATUS_MAP(FHD__STATUS_ENUM)
 #undef FHD__STATUS_ENUM
-        FHD_STATUS_MIN_ = -25
+        FHD_STATUS_MIN_ = -26
 } fhd_status;
+/* FHD_ERR_DIVERGED (train, train_batch, step): the update whose loss or gradient norm would be
+ * NaN/Inf was not applied; updates before it in the same call were (stats->updates_done), and
+ * step still stored its transitions and chose its actions. checkpoint_save returns it for a
+ * learner whose state holds NaN/Inf (no file is written). metrics "diverged_updates" counts. */
 
 /* ---- error report filled by init (and by get_api) --------------------------------------- */
 

@@ -8,14 +8,19 @@
  * every tensor is copied out of the learner in chunks of at most 4 MiB (ops->read for backend
  * state) while its CRC-64 is computed, then the header is rewritten in place with the real
  * checksums (the same length). A multi-gigabyte replay buffer therefore needs no second copy
- * in memory. The file is written as "<path>.tmp.XXXXXX" in the target's directory, fsynced,
- * renamed over the target and the directory fsynced: a reader sees the old file or the new
- * one, never a mixture; on failure the temporary file is removed and the old file is intact.
- * Saving does not change the learner.
+ * in memory. The file is written as "<path>.tmp.<pid>.XXXXXX" in the target's directory,
+ * fsynced, renamed over the target and the directory fsynced: a reader sees the old file or
+ * the new one, never a mixture; on failure the temporary file is removed and the old file is
+ * intact. A state holding NaN or Inf in a float tensor is refused (FHD_ERR_DIVERGED): the
+ * loader refuses such files as damaged, so every file written loads. A save or load of `path`
+ * first removes the temporaries of writers of `path` that
+ * died (checkpoint_io.h). Saving does not change the learner.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +102,16 @@ static int32_t stream_tensors(save_ctx *c) {
                 return fhd__fail(c->L, rc,
                                  "checkpoint_save: reading \"%s\" from the %s backend: %s", t->name,
                                  c->L->ops->name, c->L->ops->error(c->L->be));
+            /* the loader refuses NaN/Inf in a float tensor as damage: a diverged state is
+             * refused here, so that every file this library writes loads again */
+            const float *x = (const float *)(c->buf + c->used);
+            for (uint64_t k = 0; t->dtype == FHD_CK_F32 && k < m; k++)
+                if (!isfinite(x[k]))
+                    return fhd__fail(c->L, FHD_ERR_DIVERGED,
+                                     "checkpoint_save: %s: the learner's state is not finite: "
+                                     "\"%s\" element %" PRIu64 " is %g (training diverged); "
+                                     "nothing was written, the previous checkpoint is intact",
+                                     c->path, t->name, e + k, (double)x[k]);
             h = fhd__crc64_update(c->crc, h, c->buf + c->used, (size_t)(m * es));
             c->used += (size_t)(m * es);
             e += m;
@@ -130,6 +145,7 @@ static int32_t save(save_ctx *c, uint32_t flags) {
         return fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "checkpoint_save: out of memory");
     }
     const char *what = "";
+    fhd__atomic_remove_stale(c->path);
     if (fhd__atomic_begin(&c->f, c->path, &what) != 0) {
         json_decref(meta);
         free(h0);
@@ -206,5 +222,6 @@ int32_t fhd__checkpoint_load(fhd_learner *L, const char *path, uint32_t flags) {
     if (!host_is_little_endian())
         return fhd__fail(L, FHD_ERR_NOT_IMPLEMENTED,
                          "checkpoint_load: checkpoints need a little-endian host");
+    fhd__atomic_remove_stale(path); /* temporaries of savers of `path` that died */
     return fhd__ck_load(L, path, flags);
 }

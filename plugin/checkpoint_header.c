@@ -115,6 +115,125 @@ char *fhd__ck_header_write(const fhd__ck_catalog *c, const json_t *meta, const f
 /* ---- checking ----------------------------------------------------------------------------- */
 
 #define CORRUPT(...) (snprintf(msg, cap, __VA_ARGS__), FHD_ERR_CHECKPOINT_CORRUPT)
+/* Per tensor: its entry {"data_offsets":[b,e],"dtype":"F32","shape":[a,b,c]} (about 60 bytes
+ * besides the name and five numbers of up to 20 digits) and its "checksum.<name>" (about 30
+ * besides the name): 2 name lengths + 256 bounds both. A legitimate header holds about 15 JSON
+ * values per tensor (entry, keys, dtype, shape and offsets with their numbers, checksum). */
+#define HDR_PER_TENSOR 256u
+#define HDR_VALUES_PER_TENSOR 16u
+#define HDR_FIXED_META 4096u   /* format, versions, backend, flags, their checksum */
+#define HDR_SLACK (64u << 10)  /* another writer's whitespace and metadata keys */
+#define HDR_EXTRA_MEMBERS 64u  /* metadata keys besides the checksums */
+
+int32_t fhd__ck_header_limits_of(const fhd__config *cfg, const fhd__layout *lo,
+                                 fhd__ck_header_limits *out) {
+    (void)lo;
+    /* the widest architecture the schema allows, with the learner's other keys: its
+     * checkpoints have the most tensors, the longest names and the longest config */
+    fhd__config w = *cfg;
+    w.obs_dim = 1;
+    w.num_branches = FHD_MAX_BRANCHES;
+    for (uint32_t d = 0; d < FHD_MAX_BRANCHES; d++)
+        w.actions[d] = 2;
+    w.num_hidden = FHD_MAX_HIDDEN_LAYERS;
+    for (uint32_t l = 0; l < FHD_MAX_HIDDEN_LAYERS; l++)
+        w.hidden[l] = 1;
+    w.dueling = 1;
+    w.spectral_norm = FHD_SN_ALL;
+    w.replay = FHD_REPLAY_PRIORITIZED;
+    fhd__layout wl;
+    fhd__ck_catalog cat;
+    if (fhd__layout_init(&wl, &w) != 0)
+        return FHD_ERR_INTERNAL;
+    if (fhd__ck_catalog_build(&w, &wl, 1, &cat) != FHD_OK)
+        return FHD_ERR_OUT_OF_MEMORY;
+    char *js = fhd__config_to_json(&w);
+    if (!js) {
+        fhd__ck_catalog_free(&cat);
+        return FHD_ERR_OUT_OF_MEMORY;
+    }
+    /* the recorded config: the same keys; action counts and other numbers of up to 24
+     * characters; every quote escaped */
+    const uint64_t cfg_bytes = 2 * ((uint64_t)strlen(js) + 24u * (64u + FHD_MAX_BRANCHES));
+    free(js);
+    uint64_t names = 0;
+    for (uint32_t i = 0; i < cat.n; i++)
+        names += strlen(cat.t[i].name);
+    const uint64_t tensors = cat.n;
+    fhd__ck_catalog_free(&cat);
+    const uint64_t exact = 2 * names + HDR_PER_TENSOR * tensors + cfg_bytes + HDR_FIXED_META;
+    out->max_bytes = 2 * exact + HDR_SLACK;
+    if (out->max_bytes > FHD_CKPT_HEADER_MAX)
+        out->max_bytes = FHD_CKPT_HEADER_MAX;
+    out->max_tensors = tensors;
+    out->max_members = tensors + HDR_EXTRA_MEMBERS;
+    out->max_values = HDR_VALUES_PER_TENSOR * (tensors + HDR_EXTRA_MEMBERS);
+    out->max_string = cfg_bytes + 1024;
+    return FHD_OK;
+}
+
+/* JSON punctuation, whitespace and the string quote: what ends a bare token. */
+static int is_structural(char ch) {
+    return ch == ',' || ch == ':' || ch == '{' || ch == '}' || ch == '[' || ch == ']' ||
+           ch == '"' || ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+int32_t fhd__ck_header_prescan(const char *s, size_t n, const fhd__ck_header_limits *lim,
+                               char *msg, size_t cap) {
+    enum { MAX_DEPTH = 3, SMALL = 8 };
+    char kind[MAX_DEPTH + 1] = {0};
+    uint64_t items[MAX_DEPTH + 1] = {0}; /* commas seen at each open level */
+    uint64_t values = 0;                 /* strings, containers and other tokens */
+    int depth = 0, in_token = 0;
+    if (n == 0 || s[0] != '{')
+        return CORRUPT("the header does not start with '{': not a safetensors file");
+    for (size_t i = 0; i < n; i++) {
+        const char ch = s[i];
+        const int bare = !is_structural(ch); /* inside a number or literal */
+        const int starts = ch == '"' || ch == '{' || ch == '[' || (bare && !in_token);
+        in_token = bare;
+        if (starts && ++values > lim->max_values)
+            return CORRUPT("the header holds more than %" PRIu64 " JSON values (byte %zu); a "
+                           "checkpoint of any architecture has fewer",
+                           lim->max_values, i);
+        if (ch == '"') {
+            size_t j = i + 1;
+            while (j < n && s[j] != '"')
+                j += s[j] == '\\' ? 2 : 1;
+            if (j >= n)
+                return CORRUPT("the header has an unterminated string at byte %zu", i);
+            if (j - i - 1 > lim->max_string)
+                return CORRUPT("the header holds a string of %zu bytes at byte %zu; a checkpoint "
+                               "has none longer than %" PRIu64,
+                               j - i - 1, i, lim->max_string);
+            i = j;
+        } else if (ch == '{' || ch == '[') {
+            if (depth == MAX_DEPTH)
+                return CORRUPT("the header nests deeper than %d levels at byte %zu (a "
+                               "checkpoint's header has 3)",
+                               MAX_DEPTH, i);
+            depth++;
+            kind[depth] = ch;
+            items[depth] = 0;
+        } else if (ch == '}' || ch == ']') {
+            if (depth == 0 || (ch == '}') != (kind[depth] == '{'))
+                return CORRUPT("the header has an unbalanced '%c' at byte %zu", ch, i);
+            if (--depth == 0)
+                return FHD_OK; /* jansson reports anything after the root but whitespace */
+        } else if (ch == ',' && depth > 0) {
+            const uint64_t limit = depth == 1 ? lim->max_tensors + 1
+                                   : depth == 2 && kind[2] == '{' ? lim->max_members
+                                                                 : SMALL;
+            if (++items[depth] >= limit)
+                return CORRUPT("the header has %s of more than %" PRIu64 " %s at byte %zu; a "
+                               "checkpoint of any architecture has at most %" PRIu64,
+                               depth == 1 ? "a root object" : kind[depth] == '{' ? "an object"
+                                                                                  : "an array",
+                               limit, kind[depth] == '{' ? "members" : "elements", i, limit);
+        }
+    }
+    return FHD_OK;
+}
 
 int32_t fhd__ck_header_parse(const char *text, size_t len, json_t **root, const json_t **meta,
                              char *msg, size_t cap) {

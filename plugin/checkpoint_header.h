@@ -51,6 +51,34 @@ int32_t fhd__ck_header_parse(const char *text, size_t len, json_t **root, const 
 int32_t fhd__ck_header_match(const json_t *root, const json_t *meta, fhd__ck_catalog *c,
                              uint64_t data_bytes, char *msg, size_t cap);
 
+/* Bounds on the header of any checkpoint a learner can be asked to load, derived from the
+ * learner's config with its architecture widened to the schema's largest (FHD_MAX_HIDDEN_LAYERS
+ * layers, FHD_MAX_BRANCHES branches, dueling, spectral norm, prioritized replay), so that a
+ * checkpoint of another architecture is still parsed and refused by name
+ * (FHD_ERR_CHECKPOINT_MISMATCH "the checkpoint has hidden [...]"). Numbers take at most 20
+ * digits, strings may be escaped (x2), another writer may add whitespace (x2) and metadata keys
+ * of its own (slack). A header beyond these is refused before jansson builds anything: the
+ * memory of a load stays bounded by the learner's size, not by the file. */
+typedef struct fhd__ck_header_limits {
+    uint64_t max_bytes;   /* header length */
+    uint64_t max_tensors; /* members of the root object besides "__metadata__" */
+    uint64_t max_members; /* members of an object inside the root (the metadata map) */
+    uint64_t max_values;  /* JSON values in all (strings, numbers, containers, literals) */
+    uint64_t max_string;  /* bytes of one JSON string (the recorded config is the longest) */
+} fhd__ck_header_limits;
+
+/* Limits for a learner of `cfg`. FHD_OK or FHD_ERR_OUT_OF_MEMORY. */
+int32_t fhd__ck_header_limits_of(const fhd__config *cfg, const fhd__layout *lo,
+                                 fhd__ck_header_limits *out);
+
+/* Structure of header text before it is parsed: starts with '{', nests at most 3 levels (root
+ * object, tensor entry or metadata map, shape/data_offsets arrays), at most max_tensors + 1
+ * root members, max_members per inner object, 8 elements per array or innermost object,
+ * max_values values in all, strings terminated and at most max_string bytes. One pass, no
+ * allocation. Returns FHD_OK or FHD_ERR_CHECKPOINT_CORRUPT with a message naming the byte. */
+int32_t fhd__ck_header_prescan(const char *text, size_t len, const fhd__ck_header_limits *lim,
+                               char *msg, size_t cap);
+
 /* "0123456789abcdef" -> value; 0 on success, -1 unless exactly 16 lowercase hex digits. */
 int fhd__ck_parse_hex64(const char *s, uint64_t *out);
 

@@ -1,12 +1,16 @@
-/* checkpoint_io.c - CRC-64/XZ, complete reads/writes, atomic file replacement. */
+/* checkpoint_io.c - CRC-64/XZ, complete reads/writes, atomic file replacement, and the removal
+ * of temporary files left by writers that died. */
 #define _GNU_SOURCE /* mkostemp */
 #include "checkpoint_io.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,12 +109,27 @@ static char *dir_of(const char *path) {
     return d;
 }
 
+/* The process's umask without changing it (umask(2) sets it, a race with other threads):
+ * Linux 4.7+ reports it in /proc/self/status; elsewhere the common 022 is assumed. */
+static mode_t current_umask(void) {
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    unsigned long m = 022;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Umask: %lo", &m) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (mode_t)(m & 0777);
+}
+
 int fhd__atomic_begin(fhd__atomic_file *f, const char *path, const char **what) {
     f->fd = -1;
     f->tmp_path = NULL;
     f->dir_path = dir_of(path);
     size_t n = strlen(path);
-    f->tmp_path = malloc(n + sizeof ".tmp.XXXXXX");
+    const size_t cap = n + sizeof ".tmp." + 24 + sizeof ".XXXXXX";
+    f->tmp_path = malloc(cap);
     if (!f->dir_path || !f->tmp_path) {
         free(f->dir_path);
         free(f->tmp_path);
@@ -119,23 +138,35 @@ int fhd__atomic_begin(fhd__atomic_file *f, const char *path, const char **what) 
         errno = ENOMEM;
         return -1;
     }
-    memcpy(f->tmp_path, path, n);
-    memcpy(f->tmp_path + n, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
-    if (f->fd < 0) {
-        int e = errno;
-        free(f->dir_path);
-        free(f->tmp_path);
-        f->dir_path = f->tmp_path = NULL;
-        *what = "creating the temporary file";
-        errno = e;
-        return -1;
+    /* "<path>.tmp.<pid>.XXXXXX", locked (flock) while it is written: a later save or load of
+     * `path` removes it if this process dies (fhd__atomic_remove_stale). A cleaner may open
+     * and remove the file between mkostemp and flock; then it is gone (no link) and is made
+     * again. */
+    for (int attempt = 0;; attempt++) {
+        snprintf(f->tmp_path, cap, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
+        f->fd = mkostemp(f->tmp_path, O_CLOEXEC);
+        if (f->fd < 0) {
+            int e = errno;
+            free(f->dir_path);
+            free(f->tmp_path);
+            f->dir_path = f->tmp_path = NULL;
+            *what = "creating the temporary file";
+            errno = e;
+            return -1;
+        }
+        struct stat self;
+        if (flock(f->fd, LOCK_EX) != 0 || fstat(f->fd, &self) != 0 || self.st_nlink > 0 ||
+            attempt == 3)
+            break; /* no flock on this file system: the pid in the name still protects it */
+        close(f->fd);
+        f->fd = -1;
     }
-    /* mkstemp gives 0600; keep the mode of the file being replaced, else 0644 */
+    /* mkstemp gives 0600. The permission bits of the file being replaced (never its
+     * setuid/setgid/sticky bits), else those of a new file: 0666 less the umask. */
     struct stat st;
-    mode_t mode = 0644;
+    mode_t mode = 0666 & ~current_umask();
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
-        mode = st.st_mode & 07777;
+        mode = st.st_mode & 0777;
     if (fchmod(f->fd, mode) != 0) {
         int e = errno;
         fhd__atomic_abort(f);
@@ -144,6 +175,53 @@ int fhd__atomic_begin(fhd__atomic_file *f, const char *path, const char **what) 
         return -1;
     }
     return 0;
+}
+
+/* "<digits>.<6 characters of mkstemp>" after the prefix; the pid, or 0 when the rest does not
+ * have that form. */
+static long temp_pid(const char *rest) {
+    long pid = 0;
+    const char *p = rest;
+    for (; *p >= '0' && *p <= '9' && p - rest < 10; p++)
+        pid = pid * 10 + (*p - '0');
+    if (p == rest || *p != '.' || strlen(p + 1) != 6)
+        return 0;
+    for (const char *q = p + 1; *q; q++)
+        if (!((*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')))
+            return 0;
+    return pid;
+}
+
+int fhd__atomic_remove_stale(const char *path) {
+    char *dir = dir_of(path);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    const size_t bn = strlen(base);
+    DIR *d = dir && *base ? opendir(dir) : NULL;
+    int removed = 0;
+    const long self = (long)getpid();
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) {
+        if (strncmp(e->d_name, base, bn) != 0 || strncmp(e->d_name + bn, ".tmp.", 5) != 0)
+            continue;
+        const long pid = temp_pid(e->d_name + bn + 5);
+        /* this process's own (another thread may be saving), or a writer that is alive */
+        if (pid <= 0 || pid == self || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        /* the pid may belong to another pid namespace: a live writer holds the lock */
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat a, b;
+        if (fd < 0)
+            continue;
+        if (fstat(fd, &a) == 0 && S_ISREG(a.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            fstatat(dirfd(d), e->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_dev == b.st_dev &&
+            a.st_ino == b.st_ino && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            removed++;
+        close(fd);
+    }
+    if (d)
+        closedir(d);
+    free(dir);
+    return removed;
 }
 
 void fhd__atomic_abort(fhd__atomic_file *f) {

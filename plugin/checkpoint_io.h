@@ -28,11 +28,12 @@ uint64_t fhd__crc64_update(const fhd__crc64 *c, uint64_t crc, const void *data, 
 int fhd__pwrite_all(int fd, const void *buf, size_t n, uint64_t offset);
 int fhd__pread_all(int fd, void *buf, size_t n, uint64_t offset);
 
-/* Atomic replacement of `path`. begin() creates "<path>.tmp.XXXXXX" (mkstemp) in the same
- * directory with the mode of the existing `path` (0644 when there is none); commit() fsyncs
- * it, renames it over `path` and fsyncs the directory; abort() closes and removes it. On
- * failure begin/commit return -1 with errno set and a short description of the failed step
- * in *what; commit removes the temporary file itself when it fails. */
+/* Atomic replacement of `path`. begin() creates "<path>.tmp.<pid>.XXXXXX" (mkstemp) in the
+ * same directory and holds an exclusive flock on it; its mode is the permission bits (0777) of
+ * the existing `path`, or 0666 less the umask for a new file. commit() fsyncs it, renames it
+ * over `path` and fsyncs the directory; abort() closes and removes it. On failure begin/commit
+ * return -1 with errno set and a short description of the failed step in *what; commit
+ * removes the temporary file itself when it fails. */
 typedef struct fhd__atomic_file {
     int fd;
     char *tmp_path; /* malloc'd */
@@ -42,5 +43,13 @@ typedef struct fhd__atomic_file {
 int fhd__atomic_begin(fhd__atomic_file *f, const char *path, const char **what);
 int fhd__atomic_commit(fhd__atomic_file *f, const char *path, const char **what);
 void fhd__atomic_abort(fhd__atomic_file *f);
+
+/* Remove the temporaries of `path` whose writer died (SIGKILL, power loss of a process): names
+ * "<path>.tmp.<pid>.XXXXXX" whose pid is not a live process of this pid namespace, that are
+ * regular files and whose flock is free. Never this process's own, never a locked one (a live
+ * writer, in any pid namespace); other names (another path's, an older library's
+ * "<path>.tmp.XXXXXX") are left alone. Best effort: errors are ignored. Returns the number of
+ * files removed. */
+int fhd__atomic_remove_stale(const char *path);
 
 #endif

@@ -1,8 +1,10 @@
 /* checkpoint_load.c - validate a checkpoint file completely, then apply it to the learner.
  *
  * Order (nothing in the learner changes before step 6):
- *   1. header: file size >= 8, header length in [2, 256 MiB] and inside the file, JSON
- *      well-formed without duplicate keys, "__metadata__" a string map;
+ *   1. header: file size >= 8, header length in [2, the learner's header bound] and inside
+ *      the file; its structure pre-scanned against the learner's bounds (nesting, members,
+ *      string lengths: checkpoint_header.h) before jansson parses it; JSON well-formed without
+ *      duplicate keys, "__metadata__" a string map;
  *   2. metadata: format name, format version (FHD_ERR_CHECKPOINT_VERSION when unknown),
  *      library version present, checksum algorithm, includes_replay, the metadata checksum, a
  *      valid config;
@@ -11,13 +13,19 @@
  *   4. tensors: exactly the catalogue of the recorded config, dtypes, shapes, data_offsets
  *      contiguous from 0 and covering the data section to the end of the file, checksums
  *      well-formed;
- *   5. data: every byte read once, every tensor's CRC-64 compared; value checks that protect
- *      the learner (action indices, ring positions, priority leaves, counters);
- *   6. apply: the replay storage is streamed a second time from the still-open file straight
- *      into the backend (checksums compared again), then everything else is written.
- * Tensors other than the replay storage are held in memory between 5 and 6; the replay storage
- * is read in 4 MiB chunks, so a multi-gigabyte buffer needs no copy in memory.
+ *   5. data: every tensor the load applies is read once from the one open descriptor into
+ *      memory and its CRC-64 compared; value checks that protect the learner (action indices,
+ *      ring positions, priority leaves, counters, finiteness). Without FHD_CKPT_INCLUDE_REPLAY
+ *      the replay group (storage, staging, step state) is neither read nor held: its offsets
+ *      were checked in 4, its bytes are not used;
+ *   6. apply: what was read and validated is written into the learner; nothing is read from
+ *      the file any more, so a file changed while it is loaded is either refused (checksums,
+ *      or its size/mtime changed) or loaded as it was read, and a refusal changes nothing.
+ * With the replay, the file's replay storage is staged in memory between 5 and 6: a load needs
+ * the learner's own replay size once more, transiently (FHD_ERR_OUT_OF_MEMORY, learner
+ * unchanged, when that is not available).
  */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,7 +60,6 @@ typedef struct load_ctx {
     int has_replay, load_replay;
     fhd__ck_catalog cat;
     fhd__crc64 *crc;
-    unsigned char *buf; /* FHD_CKPT_CHUNK_BYTES */
     fhd__ck_scalars sc; /* from the file */
     /* streamed value checks */
     int bad_action;
@@ -119,6 +127,16 @@ static int32_t read_header(load_ctx *c) {
                      "header length %" PRIu64 " runs past the end of the file (%" PRIu64
                      " bytes): the file is truncated or not a checkpoint",
                      c->hlen, c->size);
+    fhd__ck_header_limits lim;
+    int32_t rc = fhd__ck_header_limits_of(&c->L->cfg, &c->L->lo, &lim);
+    if (rc != FHD_OK)
+        return failf(c, rc, "computing the header's bounds: out of memory");
+    if (c->hlen > lim.max_bytes)
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "header length %" PRIu64 " exceeds %" PRIu64 " bytes, the most a checkpoint "
+                     "this learner could be given needs (any architecture, %" PRIu64
+                     " tensors at most): not a checkpoint",
+                     c->hlen, lim.max_bytes, lim.max_tensors);
     c->data0 = 8 + c->hlen;
     c->header = malloc((size_t)c->hlen);
     if (!c->header)
@@ -127,6 +145,9 @@ static int32_t read_header(load_ctx *c) {
     if (fhd__pread_all(c->fd, c->header, (size_t)c->hlen, 8) != 0)
         return io_error(c, "reading the header");
     char msg[512];
+    rc = fhd__ck_header_prescan(c->header, (size_t)c->hlen, &lim, msg, sizeof msg);
+    if (rc != FHD_OK)
+        return failf(c, rc, "%s", msg);
     if (fhd__ck_header_parse(c->header, (size_t)c->hlen, &c->root, &c->meta, msg, sizeof msg))
         return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "%s", msg);
     return FHD_OK;
@@ -274,8 +295,10 @@ static int32_t check_compat(load_ctx *c) {
 
 /* ---- 4 and 5. tensors and data ------------------------------------------------------------ */
 
-/* NaN/Inf in float tensors: rejected like any other invalid input (observe and
- * tensor_write refuse them too); the first one found is reported. */
+/* NaN/Inf in float tensors: rejected like any other invalid input. No state of a learner holds
+ * them (observe refuses non-finite inputs and returns, tensor_write non-finite values, train a
+ * diverging update) and checkpoint_save refuses to write one, so such a file is damaged or
+ * crafted; the first one found is reported. */
 static void check_finite(load_ctx *c, const fhd__ck_tensor *t, const void *data, uint64_t e0,
                          uint64_t m) {
     if (t->dtype != FHD_CK_F32 || c->nonfinite)
@@ -289,10 +312,12 @@ static void check_finite(load_ctx *c, const fhd__ck_tensor *t, const void *data,
         }
 }
 
-static void check_stream(load_ctx *c, const fhd__ck_tensor *t, uint64_t e0, uint64_t m) {
-    check_finite(c, t, c->buf, e0, m);
+/* Value checks of the replay storage (elements [e0, e0 + m) at p). */
+static void check_replay(load_ctx *c, const fhd__ck_tensor *t, const void *p, uint64_t e0,
+                         uint64_t m) {
+    check_finite(c, t, p, e0, m);
     if (t->kind == FHD_STATE_REPLAY_ACTIONS) {
-        const int32_t *a = (const int32_t *)c->buf;
+        const int32_t *a = (const int32_t *)p;
         const uint32_t D = c->lo.D;
         for (uint64_t k = 0; k < m && !c->bad_action; k++) {
             uint32_t d = (uint32_t)((e0 + k) % D);
@@ -303,7 +328,7 @@ static void check_stream(load_ctx *c, const fhd__ck_tensor *t, uint64_t e0, uint
             }
         }
     } else if (t->kind == FHD_STATE_REPLAY_PRIORITY) {
-        const uint64_t *q = (const uint64_t *)c->buf;
+        const uint64_t *q = (const uint64_t *)p;
         for (uint64_t k = 0; k < m; k++) {
             if (q[k] == 0) {
                 if (c->prio_first_zero > e0 + k)
@@ -323,30 +348,36 @@ static void check_stream(load_ctx *c, const fhd__ck_tensor *t, uint64_t e0, uint
     }
 }
 
+/* Tensors this load applies: without the replay, not the replay group. */
+static int wanted(const load_ctx *c, const fhd__ck_tensor *t) {
+    return c->load_replay || !t->replay_group;
+}
+
 static int32_t read_data(load_ctx *c) {
     c->prio_first_zero = UINT64_MAX;
     for (uint32_t i = 0; i < c->cat.n; i++) {
         fhd__ck_tensor *t = &c->cat.t[i];
-        const uint64_t at = c->data0 + t->begin;
+        if (!wanted(c, t))
+            continue;
+        t->data = malloc(t->bytes ? (size_t)t->bytes : 1);
+        if (!t->data)
+            return failf(c, FHD_ERR_OUT_OF_MEMORY,
+                         "out of memory for tensor \"%s\" (%.1f MiB); the learner is unchanged",
+                         t->name, (double)t->bytes / 1048576.0);
+        /* in chunks: the CRC and the value checks run while the data is warm */
+        const size_t es = fhd__ck_dtype_size(t->dtype);
+        const uint64_t per = FHD_CKPT_CHUNK_BYTES / es;
         uint64_t h = 0;
-        if (!t->streamed) {
-            t->data = malloc(t->bytes ? (size_t)t->bytes : 1);
-            if (!t->data)
-                return failf(c, FHD_ERR_OUT_OF_MEMORY, "out of memory for tensor \"%s\"", t->name);
-            if (fhd__pread_all(c->fd, t->data, (size_t)t->bytes, at) != 0)
+        for (uint64_t e = 0; e < t->count; e += per) {
+            const uint64_t m = t->count - e < per ? t->count - e : per;
+            unsigned char *p = t->data + e * es;
+            if (fhd__pread_all(c->fd, p, (size_t)(m * es), c->data0 + t->begin + e * es) != 0)
                 return io_error(c, "reading the data");
-            h = fhd__crc64_update(c->crc, 0, t->data, (size_t)t->bytes);
-            check_finite(c, t, t->data, 0, t->count);
-        } else {
-            const size_t es = fhd__ck_dtype_size(t->dtype);
-            const uint64_t per = FHD_CKPT_CHUNK_BYTES / es;
-            for (uint64_t e = 0; e < t->count; e += per) {
-                uint64_t m = t->count - e < per ? t->count - e : per;
-                if (fhd__pread_all(c->fd, c->buf, (size_t)(m * es), at + e * es) != 0)
-                    return io_error(c, "reading the data");
-                h = fhd__crc64_update(c->crc, h, c->buf, (size_t)(m * es));
-                check_stream(c, t, e, m);
-            }
+            h = fhd__crc64_update(c->crc, h, p, (size_t)(m * es));
+            if (t->streamed)
+                check_replay(c, t, p, e, m);
+            else
+                check_finite(c, t, p, e, m);
         }
         if (h != t->crc)
             return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
@@ -374,11 +405,13 @@ static int64_t first_bad_action(load_ctx *c, const fhd__ck_tensor *t) {
 static int32_t check_values(load_ctx *c) {
     const uint32_t D = c->lo.D;
     if (c->nonfinite)
-        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT, "tensor \"%s\": element %" PRIu64
-                     " is NaN or Inf", c->nonfinite, c->nonfinite_at);
+        return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                     "tensor \"%s\": element %" PRIu64 " is NaN or Inf (checkpoint_save refuses "
+                     "a non-finite state: not a file this library wrote, or damaged)",
+                     c->nonfinite, c->nonfinite_at);
     for (uint32_t i = 0; i < c->cat.n; i++) {
         const fhd__ck_tensor *t = &c->cat.t[i];
-        if (t->source == FHD_CK_SRC_SCALAR)
+        if (t->source == FHD_CK_SRC_SCALAR && wanted(c, t))
             memcpy(fhd__ck_field_ptr(c->L, &c->sc, t->field), t->data, (size_t)t->bytes);
     }
     const fhd__ck_scalars *s = &c->sc;
@@ -390,7 +423,7 @@ static int32_t check_values(load_ctx *c) {
         return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
                      "episodes.recent_count %u / recent_pos %u out of range (at most %d / %d)",
                      s->recent_count, s->recent_pos, FHD_RECENT_EPISODES, FHD_RECENT_EPISODES - 1);
-    if (!c->has_replay)
+    if (!c->load_replay)
         return FHD_OK;
     const uint64_t N = c->cfg.replay_capacity;
     if (s->replay_size > N || s->replay_pos >= N ||
@@ -469,8 +502,11 @@ static int32_t reset_replay(load_ctx *c, uint64_t updates) {
     fhd__ck_catalog mine;
     if (fhd__ck_catalog_build(&L->cfg, &L->lo, 1, &mine) != FHD_OK)
         return failf(c, FHD_ERR_OUT_OF_MEMORY, "out of memory");
-    memset(c->buf, 0, FHD_CKPT_CHUNK_BYTES);
-    int32_t rc = FHD_OK;
+    /* zeros in chunks from a read-only anonymous mapping: every page is the kernel's zero
+     * page, so emptying a replay costs no resident memory (malloc + memset would) */
+    void *map = mmap(NULL, FHD_CKPT_CHUNK_BYTES, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    const unsigned char *zero = map == MAP_FAILED ? NULL : (const unsigned char *)map;
+    int32_t rc = zero ? FHD_OK : FHD_ERR_OUT_OF_MEMORY;
     for (uint32_t i = 0; i < mine.n && rc == FHD_OK; i++) {
         const fhd__ck_tensor *t = &mine.t[i];
         if (!t->replay_group || t->source == FHD_CK_SRC_SCALAR)
@@ -482,10 +518,14 @@ static int32_t reset_replay(load_ctx *c, uint64_t updates) {
         const uint64_t per = FHD_CKPT_CHUNK_BYTES / fhd__ck_dtype_size(t->dtype);
         for (uint64_t e = 0; e < t->count && rc == FHD_OK; e += per) {
             uint64_t m = t->count - e < per ? t->count - e : per;
-            rc = L->ops->write(L->be, t->kind, e, m, c->buf);
+            rc = L->ops->write(L->be, t->kind, e, m, zero);
         }
     }
     fhd__ck_catalog_free(&mine);
+    if (zero)
+        munmap(map, FHD_CKPT_CHUNK_BYTES);
+    if (rc == FHD_ERR_OUT_OF_MEMORY)
+        return failf(c, rc, "out of memory");
     L->have_prev = 0;
     fhd__backend_scalars bs = {updates, 0, 0, fhd__prio_quantize(1.0)};
     if (rc == FHD_OK)
@@ -493,54 +533,29 @@ static int32_t reset_replay(load_ctx *c, uint64_t updates) {
     return rc == FHD_OK ? FHD_OK : backend_fail(c, rc, "emptying the replay");
 }
 
-/* Second pass over the replay storage, straight into the backend. */
-static int32_t stream_replay_in(load_ctx *c) {
-    fhd_learner *L = c->L;
-    for (uint32_t i = 0; i < c->cat.n; i++) {
-        const fhd__ck_tensor *t = &c->cat.t[i];
-        if (!t->streamed)
-            continue;
-        const size_t es = fhd__ck_dtype_size(t->dtype);
-        const uint64_t per = FHD_CKPT_CHUNK_BYTES / es;
-        uint64_t h = 0;
-        for (uint64_t e = 0; e < t->count; e += per) {
-            uint64_t m = t->count - e < per ? t->count - e : per;
-            if (fhd__pread_all(c->fd, c->buf, (size_t)(m * es), c->data0 + t->begin + e * es))
-                return io_error(c, "reading the replay");
-            h = fhd__crc64_update(c->crc, h, c->buf, (size_t)(m * es));
-            int32_t rc = L->ops->write(L->be, t->kind, e, m, c->buf);
-            if (rc != FHD_OK)
-                return backend_fail(c, rc, "writing the replay");
-        }
-        if (h != t->crc)
-            return failf(c, FHD_ERR_IO, "tensor \"%s\" changed between two reads of the file",
-                         t->name);
-    }
-    return check_same_file(c);
-}
-
 static int32_t apply(load_ctx *c) {
     fhd_learner *L = c->L;
     const fhd__ck_scalars *s = &c->sc;
     int32_t rc;
     if (c->load_replay) {
-        rc = stream_replay_in(c);
-        if (rc != FHD_OK) {
-            /* keep the networks, optimiser and counters; leave a consistent, empty replay */
-            char why[sizeof L->err];
-            snprintf(why, sizeof why, "%s", L->err);
-            fhd__backend_scalars bs;
-            L->ops->get_scalars(L->be, &bs);
-            reset_replay(c, bs.updates);
-            return fhd__fail(L, rc,
-                             "%s; the learner kept its networks, optimiser and counters "
-                             "and its replay buffer was emptied",
-                             why);
-        }
-        for (uint32_t i = 0; i < c->cat.n; i++) {
-            const fhd__ck_tensor *t = &c->cat.t[i];
-            if (t->replay_group && t->source == FHD_CK_SRC_FRONT)
+        /* the staged replay; the priorities first: their write may need memory (the CUDA
+         * backend rebuilds the tree on the host), and failing there changes nothing yet. The
+         * other writes fail only on a device error. */
+        for (uint32_t k = 0; k < 2 * c->cat.n; k++) {
+            const fhd__ck_tensor *t = &c->cat.t[k % c->cat.n];
+            const int prio =
+                t->source == FHD_CK_SRC_BACKEND && t->kind == FHD_STATE_REPLAY_PRIORITY;
+            if (!t->replay_group || (k < c->cat.n) != prio)
+                continue;
+            if (t->source == FHD_CK_SRC_BACKEND) {
+                rc = L->ops->write(L->be, t->kind, t->offset, t->count, t->data);
+                if (rc != FHD_OK)
+                    return backend_fail(c, rc,
+                                        "writing the replay (the learner's state is now "
+                                        "undefined)");
+            } else if (t->source == FHD_CK_SRC_FRONT) {
                 memcpy(fhd__ck_field_ptr(L, &c->sc, t->field), t->data, (size_t)t->bytes);
+            }
         }
         L->have_prev = s->have_prev;
     } else {
@@ -612,9 +627,8 @@ int32_t fhd__ck_load(fhd_learner *L, const char *path, uint32_t flags) {
     c.fd = -1;
     c.load_replay = (flags & FHD_CKPT_INCLUDE_REPLAY) != 0;
     c.crc = malloc(sizeof(*c.crc));
-    c.buf = malloc(FHD_CKPT_CHUNK_BYTES);
     int32_t rc;
-    if (!c.crc || !c.buf) {
+    if (!c.crc) {
         rc = fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "checkpoint_load: out of memory");
     } else {
         fhd__crc64_init(c.crc);
@@ -626,6 +640,5 @@ int32_t fhd__ck_load(fhd_learner *L, const char *path, uint32_t flags) {
     free(c.header);
     fhd__ck_catalog_free(&c.cat);
     free(c.crc);
-    free(c.buf);
     return rc;
 }

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "learner.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,43 @@ static int32_t check_flags(fhd_learner *L, const uint8_t *f, uint64_t n, const c
     return FHD_OK;
 }
 
+/* The n-step returns the next ingest of rewards `rew` (E) can produce must be finite floats:
+ * for every env, every pending start j of its ring with the new reward appended,
+ * sum_k gamma^(k-j) r_k computed exactly as emit() does (same order, in double, then rounded
+ * to float). Every return emit() stores is one of these, checked when its last reward came;
+ * checking every pending start also refuses a reward as soon as it overflows, instead of a
+ * later, innocent one. |return| <= sum |r| (gamma <= 1) skips the exact check for any sane
+ * reward scale. */
+static int32_t check_returns(fhd_learner *L, const float *rew, const char *fn) {
+    const uint32_t n = L->n;
+    const double g = L->cfg.gamma;
+    for (uint32_t e = 0; e < L->E; e++) {
+        const uint32_t len = L->st_len[e], head = L->st_head[e];
+        const float *ring = L->st_rew + (size_t)e * n;
+        double bound = fabs((double)rew[e]);
+        for (uint32_t k = 0; k < len; k++)
+            bound += fabs((double)ring[(head + k) % n]);
+        if (bound <= 0.5 * (double)FLT_MAX)
+            continue;
+        for (uint32_t j = 0; j <= len; j++) {
+            double ret = 0.0, gk = 1.0;
+            for (uint32_t k = j; k <= len; k++) {
+                ret += gk * (double)(k < len ? ring[(head + k) % n] : rew[e]);
+                gk *= g;
+            }
+            if (!isfinite((float)ret))
+                return fhd__fail(L, FHD_ERR_NONFINITE,
+                                 "%s: rewards[%u] = %g makes the %u-step return of env %u "
+                                 "(started %u step(s) earlier) %g, beyond the float range "
+                                 "(n_step %u, gamma %g); returns are stored as finite floats: "
+                                 "scale the rewards of env %u",
+                                 fn, e, (double)rew[e], len - j + 1, e, len - j, ret, n,
+                                 g, e);
+        }
+    }
+    return FHD_OK;
+}
+
 #define FHD__TRY(expr)                                                                         \
     do {                                                                                       \
         int32_t rc_ = (expr);                                                                  \
@@ -186,9 +224,17 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
     L->E = cfg.num_envs;
     L->n = cfg.n_step;
     if (!alloc_all(L)) {
+        /* alloc_all's buffers: the staging ring and one observe's emitted transitions hold
+         * E n (3 S + 2 D + 3) values, the step() state E (S + D + 4) (doubles as two) */
+        const double En = (double)cfg.num_envs * cfg.n_step, S = L->lo.S, D = L->lo.D;
+        const double bytes = 4.0 * (En * (3 * S + 2 * D + 3) + cfg.num_envs * (S + D + 10) +
+                                    (double)L->cap_rows * D + 2.0 * cfg.batch_size);
         fhd__learner_destroy(L);
-        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory (num_envs %u, n_step %u)",
-                       cfg.num_envs, cfg.n_step);
+        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "",
+                       "init: out of memory: the n-step staging needs about %.1f MiB (num_envs "
+                       "%u x n_step %u x obs_dim %u floats, 3 copies: the ring and one observe's "
+                       "emitted obs and next_obs)",
+                       bytes / 1048576.0, cfg.num_envs, cfg.n_step, cfg.obs_dim);
         return FHD_ERR_OUT_OF_MEMORY;
     }
     rc = fhd__select_backend(L, err);
@@ -211,8 +257,10 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
         free(params);
         free(sn);
         fhd__learner_destroy(L);
-        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory for %llu parameters",
-                       (unsigned long long)P);
+        fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "",
+                       "init: out of memory for %llu parameters (%.1f MiB: the online and target "
+                       "initial values)",
+                       (unsigned long long)P, 8.0 * (double)P / 1048576.0);
         return FHD_ERR_OUT_OF_MEMORY;
     }
     memcpy(params + P, params, sizeof(float) * P); /* target = online */
@@ -371,6 +419,7 @@ int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t) {
     FHD__TRY(check_actions(L, t->actions, E, "observe", "actions", "env"));
     FHD__TRY(check_flags(L, t->terminated, E, "observe", "terminated"));
     FHD__TRY(check_flags(L, t->truncated, E, "observe", "truncated"));
+    FHD__TRY(check_returns(L, t->rewards, "observe"));
     for (uint32_t e = 0; e < E; e++)
         L->next_rows[e] = t->next_obs + (size_t)e * S;
     return ingest(L, t->obs, t->actions, t->rewards, L->next_rows, t->terminated, t->truncated);
@@ -382,6 +431,7 @@ static int32_t run_updates(fhd_learner *L, uint32_t n, fhd_train_stats *st) {
     double t0 = fhd__now();
     int32_t rc = L->ops->train(L->be, n, st);
     L->train_seconds += fhd__now() - t0;
+    L->diverged_updates += rc == FHD_ERR_DIVERGED;
     if (rc != FHD_OK)
         return backend_fail(L, rc, "train");
     L->timed_updates += n;
@@ -478,6 +528,7 @@ int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_s
     double t0 = fhd__now();
     int32_t rc = L->ops->train_batch(L->be, &hb, &local);
     L->train_seconds += fhd__now() - t0;
+    L->diverged_updates += rc == FHD_ERR_DIVERGED;
     if (rc != FHD_OK)
         return backend_fail(L, rc, "train_batch");
     L->timed_updates++;
@@ -513,6 +564,7 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
         FHD__TRY(check_finite(L, a->rewards, E, 1, "step", "rewards", "env"));
         FHD__TRY(check_flags(L, a->terminated, E, "step", "terminated"));
         FHD__TRY(check_flags(L, a->truncated, E, "step", "truncated"));
+        FHD__TRY(check_returns(L, a->rewards, "step"));
         if (a->final_obs)
             for (uint32_t e = 0; e < E; e++)
                 if (a->terminated[e] || a->truncated[e])
@@ -521,6 +573,7 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
     }
     fhd_train_stats local = FHD_TRAIN_STATS_INIT;
     stats_reset(a->stats);
+    int32_t trained = FHD_OK; /* FHD_ERR_DIVERGED: the step completes, and says so */
     if (has_transition) {
         for (uint32_t e = 0; e < E; e++) {
             const int done = a->terminated[e] || a->truncated[e];
@@ -537,9 +590,9 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
         if (after >= L->cfg.learning_starts && rounds > 0 &&
             replay_size(L) >= L->cfg.batch_size) {
             uint64_t n = rounds * L->cfg.gradient_steps;
-            rc = run_updates(L, (uint32_t)n, &local);
-            if (rc != FHD_OK)
-                return rc;
+            trained = run_updates(L, (uint32_t)n, &local);
+            if (trained != FHD_OK && trained != FHD_ERR_DIVERGED)
+                return trained;
         }
     }
     int32_t rc = choose_actions(L, E, a->obs, a->actions, NULL, 1);
@@ -549,7 +602,7 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
     memcpy(L->prev_act, a->actions, sizeof(int32_t) * E * L->lo.D);
     L->have_prev = 1;
     stats_out(a->stats, &local);
-    return FHD_OK;
+    return trained;
 }
 
 /* ---- tensors ---------------------------------------------------------------------------- */

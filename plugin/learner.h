@@ -26,6 +26,7 @@ struct fhd_learner {
     uint64_t env_steps;  /* transitions observed (summed over envs) */
     uint64_t episodes;   /* episode ends observed */
     uint64_t act_calls;  /* exploration RNG event counter */
+    uint64_t diverged_updates; /* updates refused with FHD_ERR_DIVERGED (not checkpointed) */
 
     /* n-step accumulators, one ring of up to n entries per env stream (E = num_envs) */
     uint32_t E, n;

@@ -52,6 +52,7 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     SET("td_abs_mean", real_or_null(us.td_abs_mean));
     SET("q_mean", real_or_null(us.q_mean));
     SET("grad_norm", real_or_null(us.grad_norm));
+    SET("diverged_updates", json_integer((json_int_t)L->diverged_updates));
     SET("beta", real_or_null(L->cfg.replay == FHD_REPLAY_PRIORITIZED ? us.beta : 0.0));
     SET("updates_per_second",
         real_or_null(L->train_seconds > 0 ? (double)L->timed_updates / L->train_seconds : 0.0));

@@ -6,7 +6,13 @@
  *   2. forwards: online(s) keeping activations; target(s'); online(s') for double DQN.
  *   3. y = R + disc * mean_d Q'_d(s', a*_d); loss and dL/dQ; backward into the flat gradient.
  *   4. global-norm clipping, Adam/AdamW, updates += 1, target update every C updates.
+ * Divergence: a non-finite loss (checked before the backward pass) or gradient norm, or a
+ * norm whose square would overflow Adam's second moment, stops the update before anything is
+ * applied: the gradient is computed into a spare buffer that replaces grad only on success,
+ * and the power iteration's u, v are restored. train/train_batch then return
+ * FHD_ERR_DIVERGED with the learner exactly as after the previous update.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +21,7 @@
 #endif
 
 #include "backend.h"
+#include "cpu_memory.h"
 #include "cpu_ops.h"
 #include "philox.h"
 #include "priority.h"
@@ -26,6 +33,8 @@ struct fhd__backend {
     uint64_t P;
     float *params; /* (2P): online [0, P), target [P, 2P) */
     float *grad, *adam_m, *adam_v; /* (P) each */
+    float *grad_next;              /* (P) the gradient being computed; swapped with grad */
+    float *sn_prev;                /* (sn_size) online u, v before this update's iteration */
     float *sn;     /* (2 * sn_size): online u/v, then target u/v */
     float *wsn;    /* (2 * sum of normalised W sizes): W / sigma for online, then target */
     uint64_t wsn_half;
@@ -76,6 +85,8 @@ static void cpu_destroy(fhd__backend *b) {
         return;
     free(b->params);
     free(b->grad);
+    free(b->grad_next);
+    free(b->sn_prev);
     free(b->adam_m);
     free(b->adam_v);
     free(b->sn);
@@ -128,6 +139,8 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     int ok = 1;
     b->params = (float *)xalloc(2 * P, sizeof(float), &ok);
     b->grad = (float *)xalloc(P, sizeof(float), &ok);
+    b->grad_next = (float *)xalloc(P, sizeof(float), &ok);
+    b->sn_prev = (float *)xalloc(lo->sn_size, sizeof(float), &ok);
     b->adam_m = (float *)xalloc(P, sizeof(float), &ok);
     b->adam_v = (float *)xalloc(P, sizeof(float), &ok);
     b->sn = (float *)xalloc(2 * lo->sn_size, sizeof(float), &ok);
@@ -167,11 +180,7 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     if (ok && cfg->replay == FHD_REPLAY_PRIORITIZED && fhd__sumtree_init(&b->tree, b->capacity))
         ok = 0;
     if (!ok) {
-        uint64_t bytes = (2 * N * S + 2 * N + N * D) * 4 + 5 * P * 4;
-        snprintf(msg, msg_cap,
-                 "cpu backend: out of memory: replay_capacity %u x obs_dim %u and %llu parameters "
-                 "need about %.1f MiB",
-                 cfg->replay_capacity, S, (unsigned long long)P, (double)bytes / 1048576.0);
+        fhd__cpu_oom_message(cfg, lo, msg, msg_cap);
         cpu_destroy(b);
         return FHD_ERR_OUT_OF_MEMORY;
     }
@@ -266,12 +275,38 @@ static void net_forward(fhd__backend *b, int net, const float *x, uint32_t n, fl
     fhd__head_combine(q, in, lo, n);
 }
 
+/* Why the update is not applied (FHD_ERR_DIVERGED, message in b->err): the statistic, and the
+ * first non-finite TD target or Q value of the batch that explains it. */
+static int32_t diverged(fhd__backend *b, const fhd__host_batch *hb, float loss, float gnorm) {
+    const uint32_t B = hb->B, KT = b->lo.KT;
+    char why[160] = "";
+    for (uint32_t i = 0; i < B && !why[0]; i++)
+        if (!isfinite(b->y[i]))
+            snprintf(why, sizeof why, "; the TD target y[%u] is %g", i, (double)b->y[i]);
+    for (uint64_t i = 0; i < (uint64_t)B * KT && !why[0]; i++)
+        if (!isfinite(b->q[i]))
+            snprintf(why, sizeof why, "; Q(s)[%llu][%llu] is %g", (unsigned long long)(i / KT),
+                     (unsigned long long)(i % KT), (double)b->q[i]);
+    snprintf(b->err, sizeof b->err,
+             "update %llu diverged: loss %g, gradient norm %g%s%s; it was not applied (the "
+             "learner is as after update %llu)",
+             (unsigned long long)b->updates + 1, (double)loss, (double)gnorm,
+             isfinite(gnorm) && isfinite(loss) ? " (its square overflows Adam's second moment)"
+                                              : "",
+             why, (unsigned long long)b->updates);
+    return FHD_ERR_DIVERGED;
+}
+
 /* The update on the batch in the g_* buffers (or pointers in hb). td (B, D) receives the TD
- * errors before the update. */
-static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st, float beta) {
+ * errors before the update. FHD_OK, or FHD_ERR_DIVERGED with nothing applied. */
+static int32_t update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st,
+                      float beta) {
     const fhd__layout *lo = &b->lo;
     const fhd__config *c = &b->cfg;
     const uint32_t B = hb->B;
+    float *const grad = b->grad_next;
+    if (lo->sn_size)
+        memcpy(b->sn_prev, b->sn, sizeof(float) * lo->sn_size);
     sn_prepare(b, 1, 2);
     const float *sel = b->qt;
     if (c->double_dqn) {
@@ -290,6 +325,9 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
     float td_abs, q_mean;
     float loss = fhd__td_loss(b->dq, b->td, b->q, hb->actions, b->y, hb->weights, lo, B, &lp,
                               &td_abs, &q_mean);
+    float gnorm = NAN;
+    if (!isfinite(loss))
+        goto refuse;
     /* backward: head, then torso layers from the top */
     float *dy = b->da, *dx = b->db;
     fhd__head_combine_backward(dy, b->dq, lo, B);
@@ -298,17 +336,24 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
         const float *x = l == 0 ? hb->obs : b->h[l - 1];
         if (l < (int)lo->L)
             fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
-        fhd__linear_backward(l > 0 ? dx : NULL, b->grad + ly->w_off, b->grad + ly->b_off, dy, x,
+        fhd__linear_backward(l > 0 ? dx : NULL, grad + ly->w_off, grad + ly->b_off, dy, x,
                              layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out);
         if (ly->sn)
-            fhd__sn_weight_backward(b->grad + ly->w_off, b->params + ly->w_off,
+            fhd__sn_weight_backward(grad + ly->w_off, b->params + ly->w_off,
                                     b->sn + ly->u_off, b->sn + ly->v_off, b->sigma[l], ly->out,
                                     ly->in);
         float *t = dy;
         dy = dx;
         dx = t;
     }
-    const float gnorm = fhd__clip_grad_norm(b->grad, b->P, (float)c->max_grad_norm);
+    gnorm = fhd__clip_grad_norm(grad, b->P, (float)c->max_grad_norm);
+    /* Adam squares the applied gradient: its norm squared must stay a float */
+    const float applied =
+        c->max_grad_norm > 0 && gnorm > (float)c->max_grad_norm ? (float)c->max_grad_norm : gnorm;
+    if (!isfinite(gnorm) || !isfinite(applied * applied))
+        goto refuse;
+    b->grad_next = b->grad; /* the new gradient becomes grad.* */
+    b->grad = grad;
     fhd__adam_params ap = {c->lr, c->adam_beta1, c->adam_beta2, (float)c->adam_eps,
                            c->weight_decay, c->optimizer == FHD_OPT_ADAMW};
     b->updates++;
@@ -332,6 +377,12 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
         st->q_mean = q_mean;
         st->grad_norm = gnorm;
     }
+    return FHD_OK;
+refuse:
+    if (lo->sn_size) /* the power iteration's u, v; W_sn is recomputed before its next use */
+        memcpy(b->sn, b->sn_prev, sizeof(float) * lo->sn_size);
+    b->eval_sn_fresh = 0;
+    return diverged(b, hb, loss, gnorm);
 }
 
 /* ---- ABI-facing operations -------------------------------------------------------------- */
@@ -431,7 +482,10 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
         float beta = sample_batch(b, b->updates);
         fhd__host_batch hb = {b->B,  b->g_obs, b->g_act, b->g_ret, b->g_next,
                               b->g_disc, b->g_w, NULL, NULL};
-        update(b, &hb, stats, beta);
+        if (update(b, &hb, stats, beta) != FHD_OK) {
+            fpmode_leave(fm);
+            return FHD_ERR_DIVERGED;
+        }
         if (c->replay == FHD_REPLAY_PRIORITIZED) {
             const uint32_t D = b->lo.D;
             for (uint32_t j = 0; j < b->B; j++) {
@@ -453,9 +507,9 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
 
 static int32_t cpu_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
     fpmode fm = fpmode_enter();
-    update(b, hb, st, 0.0f);
+    int32_t rc = update(b, hb, st, 0.0f);
     fpmode_leave(fm);
-    return FHD_OK;
+    return rc;
 }
 
 /* ---- state access ----------------------------------------------------------------------- */
