@@ -59,8 +59,8 @@ enum {
     FHD_CUDA_INFO_ROWS_ONLINE = 2,    /* rows of the online forward (2B with double DQN) */
     FHD_CUDA_INFO_PAIRED_FWD0 = 3,    /* 1: layer 0 of both networks in one batched GEMM */
     FHD_CUDA_INFO_DZ_TRANSPOSED = 4,  /* bit l: layer l's dW GEMM reads dz_l transposed */
-    FHD_CUDA_INFO_GEMM_TUNED = 5,     /* GEMMs of the update with a measured configuration
-                                       * (cuda_gemm.cpp's table) instead of the heuristic's */
+    FHD_CUDA_INFO_GEMM_TUNED = 5,     /* GEMMs of the update whose autotuned pick is not the
+                                       * rule's (cuda_autotune.cpp; 0 with autotune "off") */
     FHD_CUDA_INFO_FUSED_DW0 = 6,      /* 1: layer 0's dW as the ReLU-backward kernel's partials
                                        * (no GEMM; cuda_internal.h, fuse_dw0) */
     FHD_CUDA_INFO_OPT_FORM = 7,       /* the optimiser: 0 two kernels, 1 the fused pass's loop
