@@ -2,16 +2,18 @@
  * and the cache that makes the measured plan the same plan every run.
  *
  * For each cuBLASLt call site of the update (cuda_gemm.cpp): the candidates are the heuristic's
- * results (fast: its top 8; full: up to FHD_TUNE_MAX_RESULTS, plus variants of the first four:
- * CTA swizzling toggled, split-K 2..16 with each deterministic reduction), less those that would
- * not reproduce their bits (split-K reduced in place, by atomics) and, in fast mode, split-K
- * candidates of small GEMMs beside the critical path (m n k <= 2^26: alone they may be faster,
- * but their extra blocks and reduction kernel compete with the dx chain beside them). Each is
- * timed on the real buffers on the main stream with CUDA events (2 launches of warm-up, then the
- * best of 3 rounds of 10 launches; this is create, outside the training loop, so it waits).
- * Fast keeps the rule's pick unless a candidate is faster by 3% and 0.2 us (timing noise must
- * not change the plan); full takes the fastest. The whole tuning stops timing at its budget
- * (fast 2 s, full 30 s): the sites left take the rule's pick.
+ * results (fast: its top 8 and the rule pick's variants, CTA swizzling toggled and the other
+ * deterministic split-K reduction; full: up to FHD_TUNE_MAX_RESULTS, plus variants of the first
+ * four: CTA swizzling toggled, split-K 2..16 with each deterministic reduction), less those
+ * that would not reproduce their bits (split-K reduced in place, by atomics) and, in fast mode,
+ * split-K candidates of small GEMMs beside the critical path where the rule's pick has no
+ * split-K (m n k <= 2^26: alone they may be faster, but their extra blocks and reduction kernel
+ * compete with the dx chain beside them). Each is timed on the real buffers on the main stream
+ * with CUDA events: 16 launches captured as one graph, so that device time is measured and not the
+ * host's launch cost, one replay of warm-up, the best of 3 (this is create, outside the training
+ * loop, so it waits). Fast keeps the rule's pick unless a candidate is faster by 3% and 0.2 us
+ * (timing noise must not change the plan); full takes the fastest. The whole tuning stops timing at
+ * its budget (fast 2 s, full 30 s): the sites left take the rule's pick.
  *
  * The cache: one text file, <autotune_cache or $XDG_CACHE_HOME/foxhunt-dqn or
  * ~/.cache/foxhunt-dqn>/autotune-v1.txt, a line per site:
@@ -39,8 +41,7 @@
 
 #include "cuda_internal.h"
 
-#define TUNE_WARM 2
-#define TUNE_REPS 10
+#define TUNE_REPS 16
 #define TUNE_ROUNDS 3
 #define TUNE_FAST_BUDGET_MS 2000.0
 #define TUNE_FULL_BUDGET_MS 30000.0
@@ -88,8 +89,8 @@ void fhd__algo_config_get(const cublasLtMatmulAlgo_t *algo, fhd__algo_config *c)
                                          sizeof c->stages, &wr);
     cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c->splitk,
                                          sizeof c->splitk, &wr);
-    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                         &c->reduction, sizeof c->reduction, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c->reduction,
+                                         sizeof c->reduction, &wr);
     cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c->swizzle,
                                          sizeof c->swizzle, &wr);
     cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c->custom,
@@ -177,8 +178,7 @@ static void read_cache(fhd__autotune *t) {
             continue;
         }
         char want[20];
-        snprintf(want, sizeof want, "%016llx",
-                 (unsigned long long)fnv1a(line.substr(0, t2)));
+        snprintf(want, sizeof want, "%016llx", (unsigned long long)fnv1a(line.substr(0, t2)));
         if (line.substr(t2 + 1) != want) { /* a damaged or edited line: its key is not trusted */
             t->lines[line.substr(0, t1)] = "";
             continue;
@@ -214,8 +214,7 @@ static void write_cache(fhd__autotune *t, fhd__cuda_plan *p) {
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, t->file.c_str()) != 0) {
         unlink(tmp);
-        snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache),
-                 " (not written)");
+        snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache), " (not written)");
     }
 }
 
@@ -245,8 +244,8 @@ int32_t fhd__autotune_begin(fhd__backend *b) {
         if (*c == '\t' || *c == '\n' || *c == '|')
             *c = ' ';
     char base[512];
-    snprintf(base, sizeof base, "dev=%s/sm%d/%dsm|driver=%d|cublasLt=%zu|mode=%s", name,
-             b->dev.sm, b->dev.sm_count, driver, cublasLtGetVersion(),
+    snprintf(base, sizeof base, "dev=%s/sm%d/%dsm|driver=%d|cublasLt=%zu|mode=%s", name, b->dev.sm,
+             b->dev.sm_count, driver, cublasLtGetVersion(),
              p->autotune == FHD_AUTOTUNE_FULL ? "full" : "fast");
     t->key_base = base;
     const std::string dir = cache_dir(b);
@@ -270,7 +269,8 @@ void fhd__autotune_end(fhd__backend *b) {
     else if (t->misses == 0 && t->hits > 0)
         snprintf(p->cache, sizeof p->cache, "hit");
     else
-        snprintf(p->cache, sizeof p->cache, "%s", t->file.empty() ? "miss (no cache path)" : "miss");
+        snprintf(p->cache, sizeof p->cache, "%s",
+                 t->file.empty() ? "miss (no cache path)" : "miss");
     if (t->unreadable)
         snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache),
                  " (%d unreadable lines dropped)", t->unreadable);
@@ -289,35 +289,42 @@ void fhd__autotune_end(fhd__backend *b) {
 
 /* ---- timing --------------------------------------------------------------------------------- */
 
-/* Microseconds per launch of g with algo on the main stream; < 0 when it does not run. */
+/* Microseconds per launch of g with algo on the main stream, device time: TUNE_REPS launches
+ * captured as one graph (so that the host's launch cost, larger than a small GEMM, stays out),
+ * one replay of warm-up, the best of TUNE_ROUNDS replays; < 0 when it does not run. */
 static float time_algo(fhd__backend *b, const fhd__gemm *g, const cublasLtMatmulAlgo_t *algo) {
     static const float one = 1.0f, zero = 0.0f;
     fhd__autotune *t = b->tune;
     cudaStream_t s = b->s_main;
     const void *alpha = g->host_alpha ? (const void *)&one : (const void *)g->alpha;
     const void *beta = g->host_alpha ? (const void *)&zero : (const void *)b->d_zero;
-    auto launch = [&]() {
-        return cublasLtMatmul(b->lt, g->desc, alpha, g->A, g->la, g->B, g->lb, beta, g->C, g->lc,
-                              g->C, g->lc, algo, b->ws_main, FHD_CUDA_WORKSPACE_BYTES, s);
-    };
-    for (int i = 0; i < TUNE_WARM; i++)
-        if (launch() != CUBLAS_STATUS_SUCCESS)
-            return -1.0f;
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+        return -1.0f;
+    bool ok = true;
+    for (int i = 0; i < TUNE_REPS && ok; i++)
+        ok = cublasLtMatmul(b->lt, g->desc, alpha, g->A, g->la, g->B, g->lb, beta, g->C, g->lc,
+                            g->C, g->lc, algo, b->ws_main, FHD_CUDA_WORKSPACE_BYTES,
+                            s) == CUBLAS_STATUS_SUCCESS;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    ok = cudaStreamEndCapture(s, &graph) == cudaSuccess && ok;
+    ok = ok && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
     float best = -1.0f;
-    for (int r = 0; r < TUNE_ROUNDS; r++) {
-        if (cudaEventRecord(t->e0, s) != cudaSuccess)
-            return -1.0f;
-        for (int i = 0; i < TUNE_REPS; i++)
-            if (launch() != CUBLAS_STATUS_SUCCESS)
-                return -1.0f;
+    for (int r = -1; r < TUNE_ROUNDS && ok; r++) { /* r = -1: the warm-up */
         float ms = 0.0f;
-        if (cudaEventRecord(t->e1, s) != cudaSuccess || fhd__cuda_sync_event(b, t->e1) != FHD_OK ||
-            cudaEventElapsedTime(&ms, t->e0, t->e1) != cudaSuccess)
-            return -1.0f;
+        ok = cudaEventRecord(t->e0, s) == cudaSuccess && cudaGraphLaunch(exec, s) == cudaSuccess &&
+             cudaEventRecord(t->e1, s) == cudaSuccess && fhd__cuda_sync_event(b, t->e1) == FHD_OK &&
+             cudaEventElapsedTime(&ms, t->e0, t->e1) == cudaSuccess;
         const float us = ms * 1000.0f / TUNE_REPS;
-        best = best < 0 || us < best ? us : best;
+        if (ok && r >= 0)
+            best = best < 0 || us < best ? us : best;
     }
-    return best;
+    if (exec)
+        cudaGraphExecDestroy(exec);
+    if (graph)
+        cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    return ok ? best : -1.0f;
 }
 
 /* The site's key: everything that decides which configurations run and how fast. */
@@ -444,15 +451,36 @@ static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int 
     const uint64_t mnk = (uint64_t)s->m * s->n * s->k;
     std::vector<cublasLtMatmulAlgo_t> cands;
     cands.push_back(res[rule].algo);
+    fhd__algo_config rc0;
+    fhd__algo_config_get(&res[rule].algo, &rc0);
+    const int32_t rule_splitk = rc0.splitk;
     for (int i = 0; i < n; i++) {
         if (i == rule || res[i].state != CUBLAS_STATUS_SUCCESS)
             continue;
         fhd__algo_config c;
         fhd__algo_config_get(&res[i].algo, &c);
-        if (!full && s->beside && c.splitk > 1 && mnk <= TUNE_SPLITK_BESIDE_MAX_MNK)
+        if (!full && s->beside && c.splitk > 1 && rule_splitk <= 1 &&
+            mnk <= TUNE_SPLITK_BESIDE_MAX_MNK)
             continue;
         if (usable(b, g, &res[i].algo))
             cands.push_back(res[i].algo);
+    }
+    if (!full) { /* the rule pick's variants: CTA swizzling toggled, the other reduction */
+        fhd__algo_config v = rc0;
+        v.swizzle = rc0.swizzle ? 0 : 1;
+        std::vector<fhd__algo_config> vs(1, v);
+        if (rc0.splitk > 1) {
+            v = rc0;
+            v.reduction = rc0.reduction == CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
+                              ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                              : CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+            vs.push_back(v);
+        }
+        for (const fhd__algo_config &x : vs) {
+            cublasLtMatmulAlgo_t a;
+            if (fhd__algo_config_set(b, s->tf32, &x, &a) == 0 && usable(b, g, &a))
+                cands.push_back(a);
+        }
     }
     if (full) { /* variants of the heuristic's first four */
         static const int32_t splits[] = {2, 4, 8, 16};
