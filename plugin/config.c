@@ -20,7 +20,9 @@
 
 /* ---- the key table -------------------------------------------------------------------------- */
 
-typedef enum { ST_INT, ST_U32, ST_U64, ST_BOOL, ST_DOUBLE, ST_ENUM, ST_U32_ARRAY, ST_PATH } store_kind;
+typedef enum {
+    ST_INT, ST_U32, ST_U64, ST_BOOL, ST_DOUBLE, ST_ENUM, ST_U32_ARRAY, ST_PATH
+} store_kind;
 
 /* S(key, storage) for scalars, A(key, count field, capacity) for arrays of uint32_t. The order is
  * the order of config.h; it decides which missing key and which difference is reported first. */

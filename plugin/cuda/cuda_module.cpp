@@ -232,7 +232,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     /* activations and batch */
     for (uint32_t l = 0; l <= lo->L; l++) {
         const uint64_t w = l == lo->L ? b->HOs : lo->layers[l].out;
-        /* pair_fwd0: h[0] holds the target's layer 0 too (cuda_internal.h) */
+        /* pair_fwd0: h[0] holds the target's layer 0 too (cuda_plan.h) */
         const uint64_t nets = l == 0 && b->plan.pair_fwd0 ? 2 : 1;
         plan_add(p, &b->h[l], nets * b->rows_on * w * f, MEM_DEVICE, G_ACT);
         plan_add(p, &b->dz[l], B * w * f, MEM_DEVICE, G_ACT);

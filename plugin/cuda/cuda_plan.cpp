@@ -33,7 +33,8 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
         p->split_dx[l] = k % 16 == 0 && k >= FHD_SPLIT_MIN_K && m * B * k <= FHD_SPLIT_MAX_MNK;
     }
     const uint64_t m0 = lo->layers[0].in, n0 = lo->layers[0].out;
-    p->split_dw0 = lo->L >= 1 && B % 16 == 0 && B >= FHD_SPLIT_MIN_K && m0 * n0 * B <= FHD_SPLIT_MAX_MNK;
+    p->split_dw0 =
+        lo->L >= 1 && B % 16 == 0 && B >= FHD_SPLIT_MIN_K && m0 * n0 * B <= FHD_SPLIT_MAX_MNK;
     /* layer 0's ReLU-backward kernel exists only with a layer above it (with one hidden layer
      * the loss kernel's dx may make dz_0) */
     p->fuse_dw0 = lo->L >= 2 && m0 <= FHD_DW0_MAX_IN &&
@@ -111,12 +112,15 @@ static void put_gemm(jbuf *j, const fhd__gemm_choice *g) {
         g->n, g->k, g->op, g->batch ? g->batch : 1u);
     put(j, ",\"precision\":\"%s\",\"epilogue\":\"%s\",\"epilogue_kernel\":%s,\"beside\":%s",
         g->tf32 ? "tf32" : "fp32", epi_name(g->epilogue), tf(g->fallback), tf(g->beside));
-    put(j, ",\"algo\":%d,\"tile\":%d,\"stages\":%d,\"splitk\":%d,\"reduction\":%d,\"swizzle\":%d,"
-           "\"custom\":%d,\"workspace\":%llu",
+    put(j,
+        ",\"algo\":%d,\"tile\":%d,\"stages\":%d,\"splitk\":%d,\"reduction\":%d,\"swizzle\":%d,"
+        "\"custom\":%d,\"workspace\":%llu",
         g->algo, g->tile, g->stages, g->splitk, g->reduction, g->swizzle, g->custom,
         (unsigned long long)g->workspace);
     put(j, ",\"pick\":\"%s\",\"rule\":%s,\"candidates\":%d",
-        g->pick == FHD_PICK_TUNED ? "tuned" : g->pick == FHD_PICK_CACHE ? "cache" : "rule",
+        g->pick == FHD_PICK_TUNED   ? "tuned"
+        : g->pick == FHD_PICK_CACHE ? "cache"
+                                    : "rule",
         tf(!g->not_rule), g->candidates);
     if (g->us > 0)
         put(j, ",\"us\":%.3f,\"rule_us\":%.3f", g->us, g->rule_us);
@@ -138,8 +142,8 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
     jbuf j = {buf, cap, 0};
     if (cap)
         buf[0] = '\0';
-    put(&j, "{\"precision\":{\"forward\":\"%s\",\"backward\":\"%s\"}", p->tf32_fwd ? "tf32" : "fp32",
-        p->tf32_bwd ? "tf32" : "fp32");
+    put(&j, "{\"precision\":{\"forward\":\"%s\",\"backward\":\"%s\"}",
+        p->tf32_fwd ? "tf32" : "fp32", p->tf32_bwd ? "tf32" : "fp32");
     put(&j, ",\"autotune\":{\"mode\":\"%s\",\"cache\":", mode_name(p->autotune));
     put_str(&j, p->cache);
     put(&j, ",\"ms\":%.1f,\"budget_ms\":%.0f,\"timed\":%d,\"cache_hits\":%d}", p->autotune_ms,
@@ -152,7 +156,9 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
     put(&j, ",\"head_narrow\":{\"online\":%s,\"target\":%s}", tf(p->head_narrow_on),
         tf(p->head_narrow_tg));
     put(&j, ",\"sampling\":\"%s\",\"fork_sn1\":%s,\"head_dw_branch\":\"%s\"",
-        p->sample_ahead ? "ahead" : p->side_sample ? "beside_power_iteration" : "in_update",
+        p->sample_ahead  ? "ahead"
+        : p->side_sample ? "beside_power_iteration"
+                         : "in_update",
         tf(p->fork_sn1), p->hdw_side ? "own" : "after_priority_update");
     put(&j, ",\"streams\":%d", 3 + p->use_aux + p->use_hdw);
     put(&j, ",\"optimizer\":{\"form\":\"%s\",\"grid\":%u,\"per_thread\":%u}",

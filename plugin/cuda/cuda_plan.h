@@ -44,16 +44,16 @@ enum { FHD_PICK_RULE = 0, FHD_PICK_TUNED = 1, FHD_PICK_CACHE = 2 };
 
 /* One GEMM call site's choice, as the plan reports it (the descriptors are fhd__gemm's). */
 typedef struct fhd__gemm_choice {
-    char site[24];      /* "fwd0 online", "dW1", "dx2 half", ... ("" unused) */
-    uint32_t m, n, k;   /* column-major terms (cuda_gemm.cpp) */
-    char op[3];         /* op(A) op(B): "TN", "NT", "NN" */
-    uint32_t batch;     /* 2 for a paired forward */
+    char site[24];    /* "fwd0 online", "dW1", "dx2 half", ... ("" unused) */
+    uint32_t m, n, k; /* column-major terms (cuda_gemm.cpp) */
+    char op[3];       /* op(A) op(B): "TN", "NT", "NN" */
+    uint32_t batch;   /* 2 for a paired forward */
     int tf32;
-    int epilogue;       /* FHD_EPI_* asked for */
-    int fallback;       /* 1: the epilogue by fhd__cuda_bias_act after a plain GEMM */
-    int narrow;         /* 1: fhd__cuda_narrow_linear, no cuBLASLt */
-    int transpose;      /* 1: cublasLtMatrixTransform */
-    int beside;         /* 1: off the critical path (a dW GEMM on a branch of its own) */
+    int epilogue;  /* FHD_EPI_* asked for */
+    int fallback;  /* 1: the epilogue by fhd__cuda_bias_act after a plain GEMM */
+    int narrow;    /* 1: fhd__cuda_narrow_linear, no cuBLASLt */
+    int transpose; /* 1: cublasLtMatrixTransform */
+    int beside;    /* 1: off the critical path (a dW GEMM on a branch of its own) */
     int32_t algo, tile, stages, splitk, reduction, swizzle, custom;
     uint64_t workspace; /* bytes the algorithm asks for */
     int pick;           /* FHD_PICK_* */
@@ -116,12 +116,12 @@ typedef struct fhd__cuda_plan {
     fhd__gemm_choice gemm[FHD_PLAN_GEMMS];
     int ngemm;
     /* autotune */
-    int autotune;           /* FHD_AUTOTUNE_* */
-    char cache_file[512];   /* "" without a cache */
-    char cache[160];        /* "hit", "miss", "ignored: <why>", "none" (off, or no path) */
-    double autotune_ms;     /* wall time of the tuning at create */
-    double budget_ms;       /* its budget */
-    int timed, cache_hits;  /* GEMMs timed, GEMMs whose pick came from the cache */
+    int autotune;          /* FHD_AUTOTUNE_* */
+    char cache_file[512];  /* "" without a cache */
+    char cache[160];       /* "hit", "miss", "ignored: <why>", "none" (off, or no path) */
+    double autotune_ms;    /* wall time of the tuning at create */
+    double budget_ms;      /* its budget */
+    int timed, cache_hits; /* GEMMs timed, GEMMs whose pick came from the cache */
 } fhd__cuda_plan;
 
 /* The structural decisions for layout lo and config cfg on device dev (see above); the GEMM

@@ -208,7 +208,7 @@ static int32_t prepare_loss(fhd__backend *b) {
     return FHD_OK;
 }
 
-/* The head forwards inside the loss kernel (head_in_loss, cuda_internal.h) where both heads are
+/* The head forwards inside the loss kernel (head_in_loss, cuda_plan.h) where both heads are
  * planned as narrow kernels: once the GEMMs are planned, the two plans hold the pointers the
  * loss kernel takes (the target's input depends on whether layer 0 is paired); the loss
  * kernel's setup keeps head_nc where it can. */

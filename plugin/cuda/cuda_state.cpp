@@ -350,7 +350,8 @@ int32_t fhd__cuda_describe(fhd__backend *b, char *buf, size_t cap) {
                                                               : "off");
     for (const char *c = p->cache; *c; c++) /* the plan wrote it: no quotes or backslashes */
         if ((unsigned char)*c >= 0x20 && *c != '"' && *c != '\\')
-            n += snprintf((size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0, "%c", *c);
+            n += snprintf((size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0, "%c",
+                          *c);
     n += snprintf((size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0,
                   "\",\"ms\":%.1f},\"plan\":", p->autotune_ms);
     n += fhd__cuda_plan_json(p, (size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0);

@@ -1,5 +1,5 @@
-/* cuda_update.cpp - the update (DESIGN.md 4, as plugin/cpu/cpu_backend.c's update()), recorded
- * once into a CUDA graph and replayed; train_batch; statistics snapshots.
+/* cuda_update.cpp - the update (docs/design.md section 4, as plugin/cpu/cpu_backend.c's
+ * update()), recorded once into a CUDA graph and replayed; train_batch; statistics snapshots.
  *
  * One update, main stream s0 and side stream s1:
  *   s0  sample + gather (train only; on s1, beside the spectral norm, when there is one; or
@@ -25,7 +25,7 @@
  *   s3  a small dx GEMM's second half of K beside the first (split_dx), added by the ReLU
  *       backward
  *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready (with a TF32
- *       backward after transposing dz: cuda_internal.h, dzt); layer 0's
+ *       backward after transposing dz: cuda_plan.h, dz_t); layer 0's
  *       (the last before the optimiser) as two halves of the batch on s1 and s3 when small
  *       (split_dw0), added by the optimiser's norm pass, or, smaller still, none: the ReLU
  *       backward of layer 0 on s0 leaves its chunks' partials of dW_0 (fuse_dw0)
@@ -73,7 +73,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     }
     if (b->has_sn) {
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn1, s0));
-        if (b->plan.fork_sn1) { /* the target forward after the first pass (cuda_internal.h) */
+        if (b->plan.fork_sn1) { /* the target forward after the first pass (cuda_plan.h) */
             FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
             FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
         }
@@ -110,7 +110,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, cudaEventRecord(b->ev_tree, b->s_prio));
     /* the head's dW GEMM: with split GEMMs or layer 0's dW fused the backward's tail is
      * shorter than the priority update and this GEMM in a row, so it gets a fourth branch
-     * beside the update; otherwise it follows the update (cuda_internal.h, hdw_side) */
+     * beside the update; otherwise it follows the update (cuda_plan.h, hdw_side) */
     cudaStream_t s_hd = b->s_prio;
     if (b->plan.hdw_side) {
         s_hd = b->s_hdw;
@@ -121,10 +121,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     if (b->plan.hdw_side)
         FHD_CK(b, cudaEventRecord(b->ev_hdw, s_hd));
     /* Per layer, the dx GEMM (the critical path) is captured before the dW GEMM that waits for
-     * the same dz. Nodes that become ready together start in about their capture order, and
-     * the GEMM started second gets the SMs the first left: B1's dx halves, started with or after
-     * dW_1, ran 7.1-7.3 us against 6.0 started first. Against dW first: B1 -0.8 us, B1-sn
-     * -1.2, C0 -0.7, B2 fp32 -11, tf32_forward -15, B3 and B2 tf32 unchanged. */
+     * the same dz: nodes that become ready together start in about their capture order, and
+     * the GEMM started second gets the SMs the first left. */
     for (int l = (int)L; l >= 0; l--) {
         if (l < (int)L)
             FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));

@@ -10,9 +10,9 @@
 #include <jansson.h>
 #include <unistd.h>
 
-#define CFG                                                                                    \
-    "{\"backend\": \"cuda\", \"obs_dim\": 37, \"hidden\": [384, 192], \"actions\": [7], "      \
-    "\"dueling\": true, \"double_dqn\": true, \"batch_size\": 512, \"replay_capacity\": 65536, " \
+#define CFG                                                                                        \
+    "{\"backend\": \"cuda\", \"obs_dim\": 37, \"hidden\": [384, 192], \"actions\": [7], "          \
+    "\"dueling\": true, \"double_dqn\": true, \"batch_size\": 512, \"replay_capacity\": 65536, "   \
     "\"replay\": \"prioritized\", \"learning_starts\": 0, \"seed\": 5, \"num_envs\": 16"
 
 static json_t *metrics(fhd_learner *L) {
@@ -42,8 +42,8 @@ static char *picks(json_t *m) {
     json_t *keep = json_array();
     for (size_t i = 0; i < json_array_size(g); i++) {
         json_t *e = json_array_get(g, i), *k = json_object();
-        static const char *const f[] = {"site", "algo", "tile", "stages", "splitk", "reduction",
-                                        "swizzle", "custom"};
+        static const char *const f[] = {"site",   "algo",      "tile",    "stages",
+                                        "splitk", "reduction", "swizzle", "custom"};
         for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
             if (json_object_get(e, f[j]))
                 json_object_set(k, f[j], json_object_get(e, f[j]));
