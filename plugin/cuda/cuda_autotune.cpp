@@ -4,9 +4,10 @@
  * For each cuBLASLt call site of the update (cuda_gemm.cpp): the candidates are the heuristic's
  * results (fast: its top 8 and the rule pick's variants, CTA swizzling toggled and the other
  * deterministic split-K reduction; full: up to FHD_TUNE_MAX_RESULTS, plus variants of the first
- * four: CTA swizzling toggled, split-K 2..16 with each deterministic reduction), less those
- * that would not reproduce their bits (split-K reduced in place, by atomics) and, in fast mode,
- * split-K candidates of small GEMMs beside the critical path where the rule's pick has no
+ * four: CTA swizzling toggled, split-K 2..16 with each deterministic reduction; fast then
+ * also times the fastest one's neighbours: split-K halved or doubled, swizzling toggled), less
+ * those that would not reproduce their bits (split-K reduced in place, by atomics) and, in fast
+ * mode, split-K candidates of small GEMMs beside the critical path where the rule's pick has no
  * split-K (m n k <= 2^26: alone they may be faster, but their extra blocks and reduction kernel
  * compete with the dx chain beside them). Each is timed on the real buffers on the main stream
  * with CUDA events: 16 launches captured as one graph, so that device time is measured and not the
@@ -527,6 +528,51 @@ static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int 
         if (best_us < 0 || us < best_us) {
             best_us = us;
             best = i;
+        }
+    }
+    /* 3b. fast: the neighbours of the fastest (a local search over our variants): split-K
+     * halved, doubled or (beside the critical path: only where the rule's pick splits) none,
+     * CTA swizzling toggled */
+    if (!full && best_us > 0) {
+        fhd__algo_config c0;
+        fhd__algo_config_get(&cands[best], &c0);
+        std::vector<fhd__algo_config> vs;
+        fhd__algo_config v = c0;
+        v.swizzle = c0.swizzle ? 0 : 1;
+        vs.push_back(v);
+        if (c0.splitk > 1) {
+            v = c0;
+            v.splitk = c0.splitk / 2;
+            if (v.splitk <= 1) {
+                v.splitk = 1;
+                v.reduction = 0;
+            }
+            vs.push_back(v);
+        }
+        if (c0.splitk >= 1 && (!s->beside || rule_splitk > 1) &&
+            (uint64_t)(c0.splitk > 1 ? 2 * c0.splitk : 2) * 8 <= s->k) {
+            v = c0;
+            v.splitk = c0.splitk > 1 ? 2 * c0.splitk : 2;
+            if (c0.splitk <= 1)
+                v.reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+            vs.push_back(v);
+        }
+        for (const fhd__algo_config &x : vs) {
+            if (now_ms() > t->deadline_ms)
+                break;
+            cublasLtMatmulAlgo_t a;
+            if (fhd__algo_config_set(b, s->tf32, &x, &a) != 0 || !usable(b, g, &a))
+                continue;
+            const float us = time_algo(b, g, &a);
+            (void)cudaGetLastError();
+            if (us < 0)
+                continue;
+            timed++;
+            cands.push_back(a);
+            if (us < best_us) {
+                best_us = us;
+                best = cands.size() - 1;
+            }
         }
     }
     b->plan.timed++;
