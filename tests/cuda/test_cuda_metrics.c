@@ -2,8 +2,9 @@
  * against a wall-clock measurement, the plan and the autotune's record, and the autotune cache
  * (a miss, then a hit with the same plan, then a damaged line ignored and reported).
  *
- * The rate check is tolerant (a factor of 1.3 either way): it tells the device's rate of
- * completed updates from the host's enqueue rate, which runs ahead by 10x or more.
+ * The rate check is tolerant (a factor of 1.15 either way; the H200 gave 1.002): it tells the
+ * device's rate of completed updates from the host's enqueue rate, which runs ahead (1.36x on
+ * this loop, where the launch queue fills; 10x and more where train(n) returns early).
  */
 #include "cuda_test.h"
 
@@ -82,8 +83,8 @@ static void test_rate(void) {
            rate, before, wall_rate, enqueue_rate);
     /* the metric sums every completed timed call (the warm-up's 20 updates too): it is the
      * executed rate, whatever the host's rate of enqueuing */
-    ct_check(rate > wall_rate / 1.3 && rate < wall_rate * 1.3,
-             "updates_per_second %.0f within 1.3x of the wall-clock rate %.0f", rate, wall_rate);
+    ct_check(rate > wall_rate / 1.15 && rate < wall_rate * 1.15,
+             "updates_per_second %.0f within 1.15x of the wall-clock rate %.0f", rate, wall_rate);
     ct_check(before > 0, "the warm-up's rate is reported once it completed (%.0f)", before);
     json_t *plan = json_object_get(m, "plan");
     ct_check(json_is_object(plan), "metrics hold the plan (an object)");
