@@ -1,4 +1,4 @@
-/* cuda_bench.c - microseconds per full update of the CUDA backend on the DESIGN.md section 6
+/* cuda_bench.c - microseconds per full update of the CUDA backend on the docs/design.md section 6
  * configurations (not a test: timing never decides pass/fail).
  *
  * The replay is filled directly through the backend's state writes (random observations,
@@ -39,7 +39,7 @@ typedef struct bench {
     "\"max_grad_norm\": 10, \"loss\": \"huber\", \"learning_starts\": 0, \"seed\": 1, "        \
     "\"target_update_interval\": 1000, \"num_envs\": 256"
 
-/* B2 and B3 (DESIGN.md section 6), each at the three matmul precisions (B3 itself is fp32, the
+/* B2 and B3 (docs/design.md section 6), each at the three matmul precisions (B3 itself is fp32, the
  * default; its TF32 forms show what FP32 costs its GEMMs) */
 #define CFG_B2                                                                                 \
     COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "                 \
