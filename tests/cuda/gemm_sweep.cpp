@@ -1,9 +1,9 @@
 /* gemm_sweep.cpp - every cuBLASLt algorithm the heuristic offers for each GEMM of the update of
  * the presets (docs/design.md section 6), timed on random data (not a test: a measurement that
- * informs how cuda_gemm.cpp and cuda_autotune.cpp pick algorithms). For each call site: the candidates in the heuristic's order
- * with tile id, stages, split-K, median microseconds per GEMM (20 launches replayed as one
- * captured graph, 15 repetitions after one), and whether the output equals the first
- * candidate's bit for bit.
+ * informs how cuda_gemm.cpp and cuda_autotune.cpp pick algorithms). For each call site: the
+ * candidates in the heuristic's order with tile id, stages, split-K, median microseconds per
+ * GEMM (20 launches replayed as one captured graph, 15 repetitions after one), and whether the
+ * output equals the first candidate's bit for bit.
  *
  *   gemm_sweep [PRESET ...]     PRESET in C0 B1 B3 B2 B2-tf32 (default: all)
  *   GEMM_SWEEP_EPI=1 gemm_sweep ...   only the sites with a ReLU-mask epilogue alternative
