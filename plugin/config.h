@@ -30,7 +30,7 @@ typedef struct fhd__config {
     int device;           /* CUDA device ordinal */
     int matmul_precision; /* fhd__precision */
     int autotune;         /* fhd__autotune_mode: GEMM algorithms on cuda (cpu ignores it) */
-    char autotune_cache[FHD_CONFIG_PATH_MAX]; /* directory of the autotune cache; "" default */
+    char autotune_cache[FHD_CONFIG_PATH_MAX]; /* autotune cache directory, "auto" or "none" */
     uint64_t seed;
 
     /* spaces and network */

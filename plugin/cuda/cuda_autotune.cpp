@@ -16,8 +16,8 @@
  * (timing noise must not change the plan); full takes the fastest. The whole tuning stops timing at
  * its budget (fast 2 s, full 30 s): the sites left take the rule's pick.
  *
- * The cache: one text file, <autotune_cache or $XDG_CACHE_HOME/foxhunt-dqn or
- * ~/.cache/foxhunt-dqn>/autotune-v1.txt, a line per site:
+ * The cache: one text file, <dir>/autotune-v1.txt, dir the config's autotune_cache, or for
+ * "auto" $XDG_CACHE_HOME/foxhunt-dqn or ~/.cache/foxhunt-dqn ("none": no cache), a line per site:
  *   <key> TAB <algo tile stages splitk reduction swizzle custom us> TAB <FNV-1a 64 of both>
  * The key names the device (name, SMs), the driver and cuBLASLt versions, the mode and the site's
  * whole GEMM (ops, m n k, leading dimensions, batch and strides, epilogue, precision, operand
@@ -137,9 +137,13 @@ static bool usable(fhd__backend *b, const fhd__gemm *g, const cublasLtMatmulAlgo
 
 /* ---- the cache file ------------------------------------------------------------------------ */
 
+/* autotune_cache: a directory, "none" (no cache) or "auto" (the XDG rule) */
 static std::string cache_dir(const fhd__backend *b) {
-    if (b->cfg.autotune_cache[0])
-        return b->cfg.autotune_cache;
+    const char *c = b->cfg.autotune_cache;
+    if (strcmp(c, "none") == 0)
+        return "";
+    if (c[0] && strcmp(c, "auto") != 0)
+        return c;
     const char *x = getenv("XDG_CACHE_HOME");
     if (x && x[0] == '/')
         return std::string(x) + "/foxhunt-dqn";
