@@ -362,7 +362,8 @@ static void run_variant(const variant *v0, uint64_t opt_two) {
         char *mt = (char *)malloc(need);
         uint64_t not_rule = 0;
         if (fhd__learner_metrics(Lg, mt, need, &need) == FHD_OK)
-            for (const char *q = strstr(mt, "\"rule\":false"); q; q = strstr(q + 1, "\"rule\":false"))
+            for (const char *q = strstr(mt, "\"rule\":false"); q;
+                 q = strstr(q + 1, "\"rule\":false"))
                 not_rule++;
         ct_check(strstr(mt, "\"plan\":{") != NULL && all[FHD_CUDA_INFO_GEMM_TUNED] == not_rule,
                  "%s: %llu GEMMs with another configuration than the rule's, as the plan lists "
