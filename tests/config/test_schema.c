@@ -163,8 +163,8 @@ static int satisfies(const json_t *entry, const json_t *v) {
     if (strcmp(type, "boolean") == 0)
         return json_is_boolean(v);
     if (strcmp(type, "string") == 0 && !json_object_get(entry, "enum")) { /* a path */
-        const json_int_t mx = json_integer_value(json_object_get(entry, "max_length"));
-        return json_is_string(v) && (json_int_t)json_string_length(v) <= mx;
+        const json_int_t most = json_integer_value(json_object_get(entry, "max_length"));
+        return json_is_string(v) && (json_int_t)json_string_length(v) <= most;
     }
     if (strcmp(type, "string") == 0)
         return json_is_string(v) && in_list(json_object_get(entry, "enum"), json_string_value(v));
