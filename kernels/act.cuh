@@ -1,5 +1,5 @@
-/* act.cuh - greedy actions from head outputs (host-includable declarations): fhd__head_combine
- * followed by fhd__argmax_branches (first maximum), one thread per row. */
+/* act.cuh - greedy actions from head outputs (host-includable declarations), one thread per row.
+ * Fuses (plugin/cpu/cpu_ops.h): fhd__head_combine, then fhd__argmax_branches (first maximum). */
 #ifndef FHD_KERNELS_ACT_CUH
 #define FHD_KERNELS_ACT_CUH
 

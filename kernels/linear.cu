@@ -40,10 +40,9 @@ cudaError_t fhd__cuda_bias_act(float *y, const float *b, uint32_t rows, uint32_t
  * over k of dz[g + 8k][j] x[..][i]). Every slice recomputes the tile's dz (three loads a row);
  * slice 0 writes the bias partials. */
 #define DW_SLICE 16 /* inputs per block */
-/* rows per block: 128 (16 a thread) above 128 rows, so that B1's 256 make two partials and
- * the optimiser adds one (its instance for one further part has 80 registers, for three 102:
- * B1 -0.6 us); else 64, which keeps a 64-row batch's one block of rows short (C0 +0.5..+0.9
- * us with 128) */
+/* rows per block: 128 (16 a thread) above 128 rows, so that a batch of 256 makes two partials
+ * and the optimiser's instance for one further part (fewer registers than for three) applies;
+ * else 64, which keeps a batch of 64 rows one short block of rows */
 static uint32_t dw_rows(uint32_t B) {
     return B > 128 ? 128u : 64u;
 }

@@ -1,6 +1,13 @@
 /* linear.cuh - the non-GEMM parts of fhd__linear_forward / fhd__linear_backward /
  * fhd__relu_backward, and the narrow head forward (host-includable declarations). The other
  * GEMMs go through cuBLASLt (plugin/cuda/cuda_gemm.cpp).
+ * Fuses (plugin/cpu/cpu_ops.h):
+ *   fhd__cuda_bias_act              the bias (+ ReLU) of fhd__linear_forward, where cuBLASLt has
+ *                                   no epilogue for the GEMM
+ *   fhd__cuda_relu_backward_bgrad   fhd__relu_backward of a torso layer + the partial db of
+ *                                   fhd__linear_backward (+ the second half of a split dx)
+ *   fhd__cuda_relu_backward_dw      the same for layer 0 + its dW of fhd__linear_backward
+ *   fhd__cuda_narrow_linear         fhd__linear_forward of a head of few outputs, bias included
  */
 #ifndef FHD_KERNELS_LINEAR_CUH
 #define FHD_KERNELS_LINEAR_CUH
@@ -27,7 +34,7 @@ cudaError_t fhd__cuda_relu_backward_bgrad(float *dz, const float *dx, const floa
                                           cudaStream_t stream);
 
 /* The same for layer 0, with that layer's weight gradient instead of dz (fuse_dw0 in
- * cuda_internal.h): chunk c's share of dW (H, in) = dz^T x over its rows, x (B, in) the layer's
+ * cuda_plan.h): chunk c's share of dW (H, in) = dz^T x over its rows, x (B, in) the layer's
  * input, goes to dw for c = 0 and to dwpart + (c - 1) H in after it; the gradient is their sum
  * in chunk order (the optimiser's norm pass adds them, as the bias partials). Replaces the dW
  * GEMM, which on small networks was the last kernel before the optimiser: its launch and K loop
@@ -51,8 +58,8 @@ cudaError_t fhd__cuda_relu_backward_dw(const float *dx, const float *dx2, const 
  * lanes split K (float4 loads when fhd__cuda_narrow_linear_vec says so) and one transposed
  * butterfly sums all the rows' outputs across the lanes. Every warp reads W from L1/L2, so it
  * pays off while x is small (FHD_NARROW_MAX_X floats: a few MB that L2 holds); a large batch's
- * head is left to cuBLASLt (B2: 16384 x 1024 inputs, 108 us here against 67). FP32 (also under
- * TF32 settings); deterministic. */
+ * head is left to cuBLASLt, which is faster there. FP32 (also under TF32 settings);
+ * deterministic. */
 #define FHD_NARROW_MAX_OUT 32
 #define FHD_NARROW_MAX_X (1u << 22)
 int fhd__cuda_narrow_linear_vec(const float *x, uint32_t ldx, const float *w, uint32_t in);

@@ -463,13 +463,13 @@ __global__ void __launch_bounds__(OPT_THREADS)
     const uint64_t t = a.st->updates + 1;
     const bool due = (t % a.target_interval) == 0;
     /* Adam's scalars: by the priority update, beside the backward pass (two double pow here
-     * delayed block 0's arrival at the barrier by ~1,700 cycles, 0.9 us) */
+     * would delay block 0's arrival at the barrier) */
     const float pre_step = __ldcg(&a.clip->pre_step), pre_bc2 = __ldcg(&a.clip->pre_bc2_sqrt);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks; blk += gridDim.x)
         norm_block<MAXX, SN, PER>(a, blk, red);
     /* the grid barrier orders the partials (thread 0 writes them; it is the block's master,
-     * whose arrival is a release at GPU scope, and the wait an acquire); a __threadfence in
-     * every thread before it only delayed the arrival (B1 -0.35 us without it) */
+     * whose arrival is a release at GPU scope, and the wait an acquire): no __threadfence in
+     * every thread before it, which would only delay the arrival */
     cooperative_groups::this_grid().sync();
     finish_norm<SN>(a, &ci, pre_step, pre_bc2);
     publish(a, ci, t);
@@ -480,8 +480,8 @@ __global__ void __launch_bounds__(OPT_THREADS)
 /* The fused pass where the grid covers both passes (fhd__cuda_opt_fused_grid says where that
  * pays): block i runs norm block i, then issues the loads of Adam block i's weights, moments
  * and SN vectors before the grid barrier, and the gradient's (the norm pass writes the summed
- * parts and bias gradients into it) after. A kernel of its own: in one kernel with the form
- * above the two doubled the code, and the optimiser's time on B1 went from 8.3 to 11.0 us. */
+ * parts and bias gradients into it) after. A kernel of its own: one kernel with both forms
+ * doubles the code of each, and is slower. */
 template <int MAXX, bool SN, int PER>
 __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the barrier: no spills */
     fhd_opt_fused_kernel_one(const __grid_constant__ fhd__opt_args a) {
@@ -538,7 +538,7 @@ void fhd__cuda_opt_plan(fhd__opt_args *a, uint32_t per) {
 
 /* The kernels' instance: one further part of a segment's gradient at most (a split dW GEMM's
  * second half), or up to FHD_OPT_MAX_EXTRA (layer 0's dW partials), whose loads take registers
- * every preset would otherwise pay for (B3 +2.3 us). */
+ * that a plan with fewer parts should not pay for. */
 static bool many_parts(const fhd__opt_args *a) {
     for (uint32_t s = 0; s < a->nseg; s++)
         if (a->seg[s].extra && a->seg[s].nextra > 1)
@@ -621,10 +621,8 @@ unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device) {
     }
     /* The fewest elements a thread whose blocks the grid holds in one round: 2 (blocks of 512)
      * where those fit two a multiprocessor, 4 (1024) where they fit one, else 8 (2048). Fewer a
-     * thread is less unrolled code and fewer loads in a row, with more blocks side by side.
-     * Measured on the H200 against the next larger size: 1024 on B1 -0.1 us, B1-sn -1.6..-1.8,
-     * C0 -0.6..-0.8; 512 on B1 -0.1, B1-sn -0.1..-0.2, C0 -0.4..-0.5. B3's ~330 blocks of 1024
-     * would take two rounds in the loop form (+1.0..+1.3): it keeps 2048. */
+     * thread is less unrolled code and fewer loads in a row, with more blocks side by side; a
+     * grid that would need two rounds of blocks takes the next larger size. */
     fhd__cuda_opt_plan(a, 2);
     if ((uint64_t)a->nblocks + a->sn_blocks > 2 * (uint64_t)sms) {
         fhd__cuda_opt_plan(a, 4);
@@ -644,10 +642,8 @@ unsigned int fhd__cuda_opt_fused_grid(fhd__opt_args *a, int device) {
     /* One pass where the grid has from 32 blocks to one a multiprocessor (blocks of 512: as
      * many as the multiprocessors hold). Thread 0's fence
      * before the barrier waits for its block's early loads: that pays where the blocks reach
-     * the barrier spread out (B1, 59 blocks: -0.1 us; B1-sn, 60: -0.3..-0.4), not where the
-     * grid is small (C0, 9 blocks: 0..+0.3) or the loads crowd the norm pass (B3, 184 blocks
-     * at two a multiprocessor: +3.0), as an earlier form that ran every grid it could hold
-     * in one pass measured. */
+     * the barrier spread out (a grid of 32 blocks or more), not where the grid is small or
+     * the early loads of two blocks a multiprocessor crowd the norm pass. */
     const uint64_t fit = a->per == 2 ? (uint64_t)per_sm1 : 1u;
     a->one_pass = want >= 32 && want <= fit * (uint64_t)sms && per_sm1 >= 1;
     if (a->one_pass)

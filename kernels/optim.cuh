@@ -1,4 +1,7 @@
 /* optim.cuh - gradient clipping and Adam over the flat buffers (host-includable declarations).
+ * Fuses (plugin/cpu/cpu_ops.h): the bias gradients' partial sums (of fhd__linear_backward),
+ * fhd__sn_weight_backward, fhd__clip_grad_norm, fhd__adam_step and fhd__polyak (the target
+ * update), in the two passes below or one cooperative launch (fhd__cuda_opt_fused).
  *
  * Two launches per update, each over the whole flat gradient (P floats):
  *   fhd__cuda_clip_grad_norm  per-block partial sums of squares (double); for a spectrally

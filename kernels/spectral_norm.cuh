@@ -1,5 +1,6 @@
 /* spectral_norm.cuh - spectral normalisation of every normalised layer in one launch per phase
- * (host-includable declarations). Mirrors fhd__sn_power_iteration / fhd__sn_sigma of cpu_ops.h.
+ * (host-includable declarations). Mirrors fhd__sn_power_iteration / fhd__sn_sigma of cpu_ops.h
+ * for every layer at once; fhd__sn_scale is never run (the GEMMs take 1/sigma as alpha).
  *
  * A launch runs a list of jobs, each a set of blocks working on one matrix W (m, k). The power
  * iteration follows torch.nn.utils.parametrizations.spectral_norm: u first, then v.

@@ -187,10 +187,10 @@ static __device__ __forceinline__ void stage_rows(float *const (&dst)[NT],
  * only after its own wait, when the head forwards, and the GEMM before them, are done), after it
  * the block's dout rows. Thread t takes columns t, t + blockDim.x, ..., COLS of them a round
  * (two with 8-row blocks), FUSED_DX_CHUNK outputs' W_head loads in flight per column with the
- * mask's, the rows' accumulators in registers (k in order, as a GEMM's inner product). Inside
- * the loss kernel this took 6.9 us of B3's path: four L2 round trips a thread, and the loss
- * kernel cannot afford the registers of one (bench/RESULTS.md, ninth round). */
-#define FUSED_DX_CHUNK 24 /* W_head loads in flight per column (B1's 9, B3's 21: one round) */
+ * mask's, the rows' accumulators in registers (k in order, as a GEMM's inner product). A kernel
+ * of its own rather than inside the loss kernel: there it would take four L2 round trips a
+ * thread, the loss kernel having no registers to spare for one. */
+#define FUSED_DX_CHUNK 24 /* W_head loads in flight per column (heads of up to 24 outputs: one) */
 
 template <int ROWS, int COLS>
 static __device__ __forceinline__ void dx_loads(const fhd__loss_args &a, uint32_t j0, uint32_t r0,
@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     fhd_pdl_wait();
     /* the head-dx kernel after this one may start loading h_below and W_head: the head
      * forwards, and the GEMM before them, are done (with HNC once this kernel's heads are:
-     * launched now, its resident blocks slowed its own end by 0.8-1 us on B1) */
+     * its resident blocks would slow this kernel's end) */
     if (HNC == 0)
         fhd_pdl_trigger();
     const uint32_t nst = per_w ? blockDim.x - 32 : blockDim.x; /* not the weight warp */

@@ -1,4 +1,10 @@
 /* td_loss.cuh - the fused loss kernel and the priority update (host-includable declarations).
+ * Fuses (plugin/cpu/cpu_ops.h):
+ *   fhd__cuda_td_loss   [fhd__linear_forward of both heads (head_nc)], fhd__head_combine (x3),
+ *                       fhd__td_target, the PER weight, fhd__td_loss, fhd__head_combine_backward
+ *                       and the head's db partials of fhd__linear_backward
+ *   fhd__cuda_head_dx   the head's dx of fhd__linear_backward + fhd__relu_backward below it
+ *   priority update     the new priorities of cpu_backend.c's update (not a cpu_ops.h op)
  *
  * Loss kernel: each block takes fhd__cuda_td_loss_rows(B) consecutive batch rows (8 for small
  * batches, so that the work spreads over more SMs; 32 above FHD_LOSS_SMALL_BATCH). When the three
@@ -122,7 +128,8 @@ typedef struct fhd__loss_args {
 #define FHD_LOSS_SMALL_BATCH 4096 /* up to this batch, 8 rows per block (more blocks), else 32 */
 #define FHD_LOSS_FUSE_MAX 16384   /* largest HO x H whose dx is done inside the loss kernel */
 #define FHD_LOSS_FUSE_TRAFFIC (64u << 20) /* and W_head read by all the blocks, at most (bytes) */
-/* both networks' W_head staged for head_nc, at most (B3's 86 KB inside cost it 9.8 us) */
+/* both networks' W_head staged for head_nc, at most (more shared memory costs the loss
+ * kernel's blocks more than the narrow head kernels do) */
 #define FHD_LOSS_HEAD_SMEM (32u << 10)
 
 /* Batch rows per block (fhd__cuda_td_loss_rows) and blocks of the loss kernel. */

@@ -21,7 +21,7 @@
 #include "foxhunt_dqn.h"
 #include "layout.h"
 
-#define FHD_BACKEND_OPS_VERSION 1u
+#define FHD_BACKEND_OPS_VERSION 2u
 
 typedef struct fhd__backend fhd__backend; /* opaque, one per learner */
 
@@ -118,6 +118,14 @@ typedef struct fhd__backend_ops {
      * get_scalars and latest_stats are exact. Never used in the training loop: checkpoints
      * call it to take a consistent snapshot. */
     int32_t (*finish)(fhd__backend *b);
+
+    /* (optional; NULL when the backend adds nothing) Facts of the backend for the metrics, as
+     * one JSON object whose keys metrics() adds to its own, replacing a key of the same name
+     * (CUDA: "plan", its decisions about the update; "autotune"; "updates_per_second", the
+     * rate the device executed, from its timestamps of completed updates). Writes at most cap
+     * bytes, NUL-terminated, and returns the length of the whole text (as snprintf: a larger
+     * buffer is needed when it is >= cap), or a negative status. Never waits for the device. */
+    int32_t (*describe)(fhd__backend *b, char *buf, size_t cap);
 } fhd__backend_ops;
 
 /* The CPU reference backend (plugin/cpu). */

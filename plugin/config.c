@@ -20,7 +20,9 @@
 
 /* ---- the key table -------------------------------------------------------------------------- */
 
-typedef enum { ST_INT, ST_U32, ST_U64, ST_BOOL, ST_DOUBLE, ST_ENUM, ST_U32_ARRAY } store_kind;
+typedef enum {
+    ST_INT, ST_U32, ST_U64, ST_BOOL, ST_DOUBLE, ST_ENUM, ST_U32_ARRAY, ST_PATH
+} store_kind;
 
 /* S(key, storage) for scalars, A(key, count field, capacity) for arrays of uint32_t. The order is
  * the order of config.h; it decides which missing key and which difference is reported first. */
@@ -28,6 +30,8 @@ typedef enum { ST_INT, ST_U32, ST_U64, ST_BOOL, ST_DOUBLE, ST_ENUM, ST_U32_ARRAY
     S(backend, ST_ENUM)                                                                            \
     S(device, ST_INT)                                                                              \
     S(matmul_precision, ST_ENUM)                                                                   \
+    S(autotune, ST_ENUM)                                                                           \
+    S(autotune_cache, ST_PATH)                                                                     \
     S(seed, ST_U64)                                                                                \
     S(obs_dim, ST_U32)                                                                             \
     A(actions, num_branches, FHD_MAX_BRANCHES)                                                     \
@@ -92,6 +96,7 @@ enum { CONFIG_KEYS(INDEX_S, INDEX_A) NKEYS };
 #define SIZE_ST_U32 sizeof(uint32_t)
 #define SIZE_ST_U64 sizeof(uint64_t)
 #define SIZE_ST_DOUBLE sizeof(double)
+#define SIZE_ST_PATH FHD_CONFIG_PATH_MAX
 #define CHECK_S(n, k)                                                                              \
     _Static_assert(sizeof(((fhd__config *)0)->n) == SIZE_##k, "storage of config field " #n);
 #define CHECK_A(n, c, cap)                                                                         \
@@ -152,6 +157,7 @@ static const char *schema_type_of(store_kind kind) {
     case ST_DOUBLE:
         return "number";
     case ST_ENUM:
+    case ST_PATH:
         return "string";
     case ST_U32_ARRAY:
         return "array";
@@ -253,6 +259,13 @@ static int load_key(const json_t *entry, const key_spec *k, key_schema *ks, char
         break;
     }
     case ST_BOOL:
+        break;
+    case ST_PATH: /* a free string: no enum, max_length bytes at most */
+        if (json_object_get(entry, "enum") ||
+            json_integer_value(json_object_get(entry, "max_length")) != FHD_CONFIG_PATH_MAX - 1) {
+            snprintf(msg, cap, "needs no \"enum\" and \"max_length\": %d", FHD_CONFIG_PATH_MAX - 1);
+            return -1;
+        }
         break;
     }
     return 0;
@@ -422,6 +435,10 @@ static void describe_key(const schema *s, size_t i, char *buf, size_t cap) {
         for (size_t e = 0; e < json_array_size(ks->enums) && o < cap; e++)
             o += (size_t)snprintf(buf + o, cap - o, "%s \"%s\"", e ? "," : "",
                                   json_string_value(json_array_get(ks->enums, e)));
+        return;
+    case ST_PATH:
+        snprintf(buf, cap, "a path of at most %d bytes without control characters, quotes or "
+                 "backslashes", FHD_CONFIG_PATH_MAX - 1);
         return;
     case ST_U32_ARRAY:
         describe_rule(&ks->num, rule, sizeof rule);
@@ -683,6 +700,24 @@ static int32_t check_value(const schema *s, size_t i, const json_t *v, fhd__conf
         *(uint32_t *)((char *)cfg + k->count_offset) = (uint32_t)n;
         return FHD_OK;
     }
+    case ST_PATH: {
+        describe_key(s, i, allowed, sizeof allowed);
+        if (!json_is_string(v))
+            return type_error(err, path, "a string", v, allowed);
+        const char *str = json_string_value(v);
+        size_t n = json_string_length(v);
+        int plain = n < FHD_CONFIG_PATH_MAX && strlen(str) == n; /* no NUL inside */
+        for (size_t e = 0; plain && e < n; e++)
+            plain = (unsigned char)str[e] >= 0x20 && str[e] != 0x7f && str[e] != '"' &&
+                    str[e] != '\\';
+        if (!plain) {
+            format_value(v, got, sizeof got);
+            return fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path, "%s is not allowed; allowed: %s",
+                        got, allowed);
+        }
+        memcpy(FIELD(cfg, k, char), str, n + 1);
+        return FHD_OK;
+    }
     }
     return fail(err, FHD_ERR_INTERNAL, 0, 0, path, "unknown storage kind");
 }
@@ -942,6 +977,8 @@ static int key_equal(const key_spec *k, const fhd__config *a, const fhd__config 
             na = k->capacity;
         return memcmp(CFIELD(a, k, uint32_t), CFIELD(b, k, uint32_t), na * sizeof(uint32_t)) == 0;
     }
+    case ST_PATH:
+        return strncmp(CFIELD(a, k, char), CFIELD(b, k, char), FHD_CONFIG_PATH_MAX) == 0;
     }
     return 0;
 }
@@ -1059,6 +1096,10 @@ char *fhd__config_to_json(const fhd__config *cfg) {
             put(&t, "]");
             break;
         }
+        case ST_PATH: /* parsed without quotes, backslashes or control characters */
+            t.failed |= memchr(CFIELD(cfg, k, char), '\0', FHD_CONFIG_PATH_MAX) == NULL;
+            put(&t, "\"%.*s\"", FHD_CONFIG_PATH_MAX - 1, CFIELD(cfg, k, char));
+            break;
         }
     }
     put(&t, "}");

@@ -18,6 +18,10 @@ typedef enum { FHD_LOSS_HUBER = 0, FHD_LOSS_MSE = 1 } fhd__loss_kind;
 typedef enum { FHD_OPT_ADAM = 0, FHD_OPT_ADAMW = 1 } fhd__opt_kind;
 typedef enum { FHD_REPLAY_UNIFORM = 0, FHD_REPLAY_PRIORITIZED = 1 } fhd__replay_kind;
 typedef enum { FHD_PREC_FP32 = 0, FHD_PREC_TF32_FORWARD = 1, FHD_PREC_TF32 = 2 } fhd__precision;
+typedef enum { FHD_TUNE_OFF = 0, FHD_TUNE_FAST = 1, FHD_TUNE_FULL = 2 } fhd__autotune_mode;
+
+/* Bytes of a path key's value, its NUL included (manifest.json: max_length + 1). */
+#define FHD_CONFIG_PATH_MAX 256
 
 /* Every key of manifest.json's config schema has one field here (same name). */
 typedef struct fhd__config {
@@ -25,6 +29,8 @@ typedef struct fhd__config {
     int backend;          /* fhd__backend_kind */
     int device;           /* CUDA device ordinal */
     int matmul_precision; /* fhd__precision */
+    int autotune;         /* fhd__autotune_mode: GEMM algorithms on cuda (cpu ignores it) */
+    char autotune_cache[FHD_CONFIG_PATH_MAX]; /* autotune cache directory, "auto" or "none" */
     uint64_t seed;
 
     /* spaces and network */

@@ -60,6 +60,18 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     SET("episode_return_mean_100", real_or_null(L->recent_count ? recent / L->recent_count : 0.0));
     SET("uptime_seconds", real_or_null(fhd__now() - L->created_at));
 #undef SET
+    /* the backend's own facts (the CUDA plan, its executed update rate), merged over ours */
+    if (!bad && L->ops->describe) {
+        char small[1024], *d = small;
+        int32_t n = L->ops->describe(L->be, small, sizeof small);
+        if (n >= (int32_t)sizeof small && (d = malloc((size_t)n + 1)) != NULL)
+            n = L->ops->describe(L->be, d, (size_t)n + 1);
+        json_t *extra = d && n >= 0 ? json_loads(d, 0, NULL) : NULL;
+        if (d != small)
+            free(d);
+        bad |= !json_is_object(extra) || json_object_update(o, extra) != 0;
+        json_decref(extra);
+    }
     /* Not json_dumps: when its buffer cannot grow it leaves an object key out and still
      * returns the text (jansson does not check dump_string for keys). json_dumpb into a buffer
      * measured first cannot lose anything. */

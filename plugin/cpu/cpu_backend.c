@@ -635,4 +635,5 @@ const fhd__backend_ops fhd__cpu_backend_ops = {
     cpu_latest_stats,
     cpu_check_invariants,
     NULL, /* finish: the CPU backend is synchronous */
+    NULL, /* describe: nothing to add to the metrics */
 };

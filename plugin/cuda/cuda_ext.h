@@ -42,7 +42,7 @@ enum {
  * n >= 2, replays FIRST, STEADY n - 2 times, then LAST: every update but the last samples the
  * next one's batch at its end (beside the optimiser), and every update but the first starts
  * from that batch. Where the plan samples no batch ahead (spectral norm on a network whose
- * backward fills the card, as B3's: cuda_internal.h, sample_ahead) only SINGLE is captured (the
+ * backward fills the card: cuda_plan.h, sample_ahead) only SINGLE is captured (the
  * others read as NULL) and every update replays it, sampling beside the power iteration. */
 enum {
     FHD_CUDA_GRAPH_SINGLE = 0, /* samples its batch; samples nothing ahead */
@@ -59,17 +59,17 @@ enum {
     FHD_CUDA_INFO_ROWS_ONLINE = 2,    /* rows of the online forward (2B with double DQN) */
     FHD_CUDA_INFO_PAIRED_FWD0 = 3,    /* 1: layer 0 of both networks in one batched GEMM */
     FHD_CUDA_INFO_DZ_TRANSPOSED = 4,  /* bit l: layer l's dW GEMM reads dz_l transposed */
-    FHD_CUDA_INFO_GEMM_TUNED = 5,     /* GEMMs of the update with a measured configuration
-                                       * (cuda_gemm.cpp's table) instead of the heuristic's */
+    FHD_CUDA_INFO_GEMM_TUNED = 5,     /* GEMMs of the update whose autotuned pick is not the
+                                       * rule's (cuda_autotune.cpp; 0 with autotune "off") */
     FHD_CUDA_INFO_FUSED_DW0 = 6,      /* 1: layer 0's dW as the ReLU-backward kernel's partials
-                                       * (no GEMM; cuda_internal.h, fuse_dw0) */
+                                       * (no GEMM; cuda_plan.h, fuse_dw0) */
     FHD_CUDA_INFO_OPT_FORM = 7,       /* the optimiser: 0 two kernels, 1 the fused pass's loop
                                        * form, 2 its one-pass form (fhd__cuda_opt_fused_grid) */
     FHD_CUDA_INFO_OPT_PER = 8,        /* its weights a thread (fhd__opt_args.per: 2, 4 or 8) */
     FHD_CUDA_INFO_FORK_SN1 = 9,       /* 1: the target forward forks after the power iteration's
-                                       * first pass (cuda_internal.h, fork_sn1) */
+                                       * first pass (cuda_plan.h, fork_sn1) */
     FHD_CUDA_INFO_HEAD_IN_LOSS = 10,  /* 1: both head forwards inside the loss kernel
-                                       * (cuda_internal.h, head_in_loss) */
+                                       * (cuda_plan.h, head_in_loss) */
     FHD_CUDA_INFO_COUNT = 11
 };
 

@@ -1,8 +1,15 @@
 /* cuda_gemm.cpp - cuBLASLt plans: fhd__linear_forward's GEMM (+ bias, ReLU epilogue) and the
- * GEMMs of fhd__linear_backward, each chosen once (descriptors, alignment, algorithm from a
- * table of measured configurations or the heuristic) before the update is captured into a
- * graph. A narrow head's forward (few outputs, a small batch) is planned as
- * fhd__cuda_narrow_linear instead (kernels/linear.cuh).
+ * GEMMs of fhd__linear_backward, each planned once (descriptors, alignment, algorithm) before the
+ * update is captured into a graph. A narrow head's forward (few outputs, a small batch) is
+ * planned as fhd__cuda_narrow_linear instead (kernels/linear.cuh).
+ *
+ * The algorithm: cuBLASLt's heuristic results for the descriptors at hand, then
+ *   autotune "off": the rule: the first result, or for a small GEMM (m n k <= 2^28) the first
+ *                   without split-K (a split-K algorithm adds a reduction kernel to the chain);
+ *   "fast" / "full": the candidates timed on the real buffers and stream (cuda_autotune.cpp),
+ *                   the pick cached on disk.
+ * Every pick reproduces its bits run to run: split-K only with a reduction in a second kernel,
+ * never the in-place (atomic) one.
  *
  * Row-major (PyTorch) tensors are column-major transposes, so with W (out, in), x (rows, in):
  *   forward  y^T (out, rows)  = W^T' x^T  : m = out, n = rows, k = in,  A = W (op T), B = x (op N)
@@ -12,6 +19,7 @@
  * (CUBLASLT_POINTER_MODE_DEVICE): alpha = 1/sigma is read by the GEMM itself, so W / sigma is
  * never written. Elsewhere alpha = 1 and beta = 0 are host scalars, baked into the graph.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -48,100 +56,69 @@ void fhd__gemm_destroy(fhd__gemm *g) {
     memset(g, 0, sizeof(*g));
 }
 
-/* Configurations measured faster than the heuristic's pick, for call sites of the DESIGN.md
- * presets on sm_90 with 132 SMs (H100 SXM, H200). `gemm_sweep all PRESET` times every
- * configuration cuBLASLt accepts for each site, alone, as captured-graph replays
- * (bench/results/2026-11-30-h200-gemm-all.log); `gemm_sweep pair PRESET` times the online and
- * the target forward of a layer together, as the update runs them. A site is here where its
- * configuration beat the pick of try_plan's rule by 3% and 0.2 us (alone, or as a pair) AND
- * made the whole update faster: of the sweep's single-site candidates, B1's three (all
- * split-K, beside its path) slowed B1 and B1-sn by 1.2-2.7 us each; they are not here
- * (bench/RESULTS.md's log).
- * B3's dW1 entry leaves 1-10% of its updates slow (168 against 148 us); the table's mean is
- * still the lowest of the combinations measured (bench/CUDA_NOTES.md). Split-K entries reduce
- * in a second kernel (REDUCTION_SCHEME_COMPUTE_TYPE / OUTPUT_TYPE) and reproduce their bits, as
- * every pick must. An entry is used only when cublasLtMatmulAlgoCheck accepts it for the
- * descriptors at hand. */
-struct tuned_gemm {
-    uint8_t ta, tb; /* op T of A, of B */
-    uint32_t m, n, k, lda, ldb, ldc, batch;
-    int epi, tf32;
-    int32_t algo;
-    uint32_t tile, stages;
-    int32_t splitk;
-    uint32_t reduction, swizzle, custom;
-};
-
-static const tuned_gemm k_tuned_sm90_132[] = {
-    /* B3: the target's layer-0 forward (64 x 64 tiles, CTA swizzling), beside the online one:
-     * `gemm_sweep pair B3` found the pair 10.99 -> 9.67 us with both sides' 64 x 64 tiles;
-     * in the update the target's alone did best (B3 144.4-144.9 -> 141.5-141.6 us; 140.2 ->
-     * 139.8 with CUDA_DEVICE_MAX_CONNECTIONS=32), both sides' 143.0 (142.4 with 32 queues) */
-    {1, 0, 512, 1024, 64, 64, 64, 512, 1, FHD_EPI_BIAS_RELU, 0, 55, 15, 31, 1, 0, 1, 0},
-    /* B3: dW of the head and of layer 1 (split-K), dx of layer 1; alone 7.16 -> 6.50,
-     * 19.29 -> 18.46, 21.02 -> 17.56 us */
-    {0, 1, 512, 21, 1024, 512, 24, 512, 1, FHD_EPI_NONE, 0, 20, 15, 28, 16, 4, 0, 0},
-    {0, 1, 512, 512, 1024, 512, 512, 512, 1, FHD_EPI_NONE, 0, 20, 18, 28, 4, 2, 0, 0},
-    {0, 0, 512, 1024, 512, 512, 512, 512, 1, FHD_EPI_NONE, 0, 55, 15, 31, 1, 0, 0, 0},
-    /* B2: the target's head in FP32 (split-K) and TF32, dx of layer 1 in FP32; alone
-     * 38.95 -> 33.62, 21.10 -> 19.63, 344.6 -> 330.0 us */
-    {1, 0, 33, 8192, 1024, 1024, 1024, 36, 1, FHD_EPI_BIAS, 0, 55, 15, 31, 3, 2, 0, 0},
-    {1, 0, 33, 8192, 1024, 1024, 1024, 36, 1, FHD_EPI_BIAS, 1, 23, 15, 12, 1, 0, 0, 0},
-    {0, 0, 1024, 8192, 1024, 1024, 1024, 1024, 1, FHD_EPI_NONE, 0, 55, 24, 31, 1, 0, 1, 0},
-};
-
-/* The table's configuration for spec s with epilogue epi into *algo, when there is one for this
- * device, AlgoCheck accepts it with the descriptors of g, its workspace fits and the buffers are
- * as aligned as it needs. */
-static bool tuned_algo(fhd__backend *b, const fhd__gemm *g, const fhd__gemm_spec *s, int epi,
-                       const uint32_t align[3], cublasLtMatmulAlgo_t *algo) {
-    if (b->sm != 90 || b->sm_count != 132)
-        return false;
-    const cublasComputeType_t ct = s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    for (const tuned_gemm &t : k_tuned_sm90_132) {
-        if (t.ta != (s->opa != CUBLAS_OP_N) || t.tb != (s->opb != CUBLAS_OP_N) || t.m != s->m ||
-            t.n != s->n || t.k != s->k || t.lda != s->lda || t.ldb != s->ldb || t.ldc != s->ldc ||
-            t.batch != (s->batch > 1 ? s->batch : 1u) || t.epi != epi || t.tf32 != (s->tf32 != 0))
-            continue;
-        if (cublasLtMatmulAlgoInit(b->lt, ct, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
-                                   CUDA_R_32F, t.algo, algo) != CUBLAS_STATUS_SUCCESS)
-            return false;
-        const struct {
-            cublasLtMatmulAlgoConfigAttributes_t attr;
-            const void *v;
-            size_t n;
-        } cfg[] = {{CUBLASLT_ALGO_CONFIG_TILE_ID, &t.tile, sizeof t.tile},
-                   {CUBLASLT_ALGO_CONFIG_STAGES_ID, &t.stages, sizeof t.stages},
-                   {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &t.splitk, sizeof t.splitk},
-                   {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &t.reduction, sizeof t.reduction},
-                   {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &t.swizzle, sizeof t.swizzle},
-                   {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &t.custom, sizeof t.custom}};
-        for (const auto &c : cfg)
-            if (cublasLtMatmulAlgoConfigSetAttribute(algo, c.attr, c.v, c.n) !=
-                CUBLAS_STATUS_SUCCESS)
-                return false;
-        static const cublasLtMatmulAlgoCapAttributes_t caps[4] = {
-            CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES,
-            CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES};
-        for (int i = 0; i < 4; i++) { /* D is C */
-            uint32_t need = 0;
+int fhd__gemm_rule_pick(const fhd__gemm_spec *s, const cublasLtMatmulHeuristicResult_t *res,
+                        int n) {
+    if (n <= 0)
+        return -1;
+    if ((double)s->m * s->n * s->k <= (double)(1u << 28))
+        for (int i = 0; i < n && i < 8; i++) {
+            int32_t sk = 1;
             size_t wr = 0;
-            if (cublasLtMatmulAlgoCapGetAttribute(algo, caps[i], &need, sizeof need, &wr) !=
-                    CUBLAS_STATUS_SUCCESS ||
-                need > align[i < 3 ? i : 2])
-                return false;
+            if (res[i].state == CUBLAS_STATUS_SUCCESS &&
+                cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                     &sk, sizeof sk, &wr) ==
+                    CUBLAS_STATUS_SUCCESS &&
+                sk <= 1)
+                return i;
         }
-        cublasLtMatmulHeuristicResult_t r;
-        memset(&r, 0, sizeof r);
-        return cublasLtMatmulAlgoCheck(b->lt, g->desc, g->la, g->lb, g->lc, g->lc, algo, &r) ==
-                   CUBLAS_STATUS_SUCCESS &&
-               r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= FHD_CUDA_WORKSPACE_BYTES;
-    }
-    return false;
+    return 0;
 }
 
-/* Descriptors for spec s with epilogue epi; 0 and the algorithm when the table (above) or the
- * heuristic has one. */
+/* The plan's record of g (spec s), when the update's GEMMs are being planned. */
+static void record_choice(fhd__backend *b, const fhd__gemm *g, const fhd__gemm_spec *s) {
+    fhd__cuda_plan *p = &b->plan;
+    if (!b->planning || p->ngemm >= FHD_PLAN_GEMMS)
+        return;
+    fhd__gemm_choice *c = &p->gemm[p->ngemm++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->site, sizeof c->site, "%s", s->site ? s->site : "?");
+    c->m = s->m;
+    c->n = s->n;
+    c->k = s->k;
+    c->op[0] = s->opa == CUBLAS_OP_N ? 'N' : 'T';
+    c->op[1] = s->opb == CUBLAS_OP_N ? 'N' : 'T';
+    c->batch = s->batch > 1 ? s->batch : 1;
+    c->tf32 = s->tf32;
+    c->epilogue = s->epilogue;
+    c->fallback = g->fallback;
+    c->narrow = g->narrow;
+    c->transpose = g->tdesc != NULL;
+    c->beside = s->beside;
+    c->pick = g->pick;
+    c->not_rule = g->not_rule;
+    c->candidates = g->candidates;
+    c->us = g->us;
+    c->rule_us = g->rule_us;
+    if (g->narrow || g->tdesc)
+        return;
+    fhd__algo_config ac;
+    fhd__algo_config_get(&g->algo, &ac);
+    c->algo = ac.id;
+    c->tile = (int32_t)ac.tile;
+    c->stages = (int32_t)ac.stages;
+    c->splitk = ac.splitk;
+    c->reduction = (int32_t)ac.reduction;
+    c->swizzle = (int32_t)ac.swizzle;
+    c->custom = (int32_t)ac.custom;
+    cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof r);
+    if (cublasLtMatmulAlgoCheck(b->lt, g->desc, g->la, g->lb, g->lc, g->lc, &g->algo, &r) ==
+        CUBLAS_STATUS_SUCCESS)
+        c->workspace = r.workspaceSize;
+}
+
+/* Descriptors for spec s with epilogue epi; 0 and the algorithm when the heuristic offers one
+ * (picked by the rule or the autotune, see above). */
 static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int epi,
                         int *found) {
     *found = 0;
@@ -151,8 +128,8 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     /* alpha = 1 (no spectral norm on this layer) as a host scalar: with a device alpha the
-     * heuristic offers other kernels for some shapes (B2's 33-output head: an sm80 split-K
-     * kernel plus a separate epilogue, 67 us, against 32 us for the best host-mode one) */
+     * heuristic offers slower kernels for some shapes (a split-K kernel plus a separate
+     * epilogue for a narrow head over a large batch) */
     g->host_alpha = s->alpha == b->d_one;
     const int32_t pm = g->host_alpha ? CUBLASLT_POINTER_MODE_HOST : CUBLASLT_POINTER_MODE_DEVICE;
     FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm,
@@ -195,15 +172,10 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
         al_b = b2 < al_b ? b2 : al_b;
         al_c = c2 < al_c ? c2 : al_c;
     }
-    /* the table's configurations need pointers and leading dimensions both aligned */
-    const uint32_t align[3] = {al_a < ld_align(s->lda) ? al_a : ld_align(s->lda),
-                               al_b < ld_align(s->ldb) ? al_b : ld_align(s->ldb),
-                               al_c < ld_align(s->ldc) ? al_c : ld_align(s->ldc)};
-    if (tuned_algo(b, g, s, epi, align, &g->algo)) {
-        g->tuned = 1;
-        *found = 1;
-        return FHD_OK;
-    }
+    g->A = s->A;
+    g->B = s->B;
+    g->C = s->C;
+    g->alpha = s->alpha;
     cublasLtMatmulPreference_t pref = NULL;
     FHD_CKB(b, cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = FHD_CUDA_WORKSPACE_BYTES;
@@ -221,33 +193,21 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                   &al_c, sizeof al_c);
-    cublasLtMatmulHeuristicResult_t res[8];
+    cublasLtMatmulHeuristicResult_t res[FHD_TUNE_MAX_RESULTS];
     memset(res, 0, sizeof res);
     int n = 0;
+    const int want = b->tune && b->plan.autotune == FHD_AUTOTUNE_FULL ? FHD_TUNE_MAX_RESULTS : 8;
     if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasLtMatmulAlgoGetHeuristic(b->lt, g->desc, g->la, g->lb, g->lc, g->lc, pref, 8, res,
-                                            &n);
+        st = cublasLtMatmulAlgoGetHeuristic(b->lt, g->desc, g->la, g->lb, g->lc, g->lc, pref, want,
+                                            res, &n);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st == CUBLAS_STATUS_SUCCESS && n > 0) {
-        /* Small GEMMs are latency-bound: a split-K algorithm adds a reduction kernel to the
-         * chain, so take the best one without split-K when the heuristic offers it. */
-        int pick = 0;
-        if ((double)s->m * s->n * s->k <= (double)(1u << 28)) {
-            for (int i = 0; i < n; i++) {
-                int32_t sk = 1;
-                size_t wr = 0;
-                if (res[i].state != CUBLAS_STATUS_SUCCESS)
-                    continue;
-                if (cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo,
-                                                         CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk,
-                                                         sizeof sk, &wr) == CUBLAS_STATUS_SUCCESS &&
-                    sk <= 1) {
-                    pick = i;
-                    break;
-                }
-            }
-        }
-        g->algo = res[pick].algo;
+        const int rule = fhd__gemm_rule_pick(s, res, n);
+        if (rule < 0)
+            return FHD_OK; /* nothing usable: not found */
+        g->algo = res[rule].algo;
+        if (b->tune) /* at create: the autotune may replace it */
+            FHD_TRY(fhd__autotune_pick(b, g, s, epi, res, n, rule));
         *found = 1;
         return FHD_OK;
     }
@@ -287,11 +247,12 @@ int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s) {
     if (s->epilogue == FHD_EPI_NONE)
         g->fallback = 0;
     g->ready = 1;
+    record_choice(b, g, s);
     return FHD_OK;
 }
 
 int32_t fhd__gemm_plan_transpose(fhd__backend *b, fhd__gemm *g, const float *A, uint32_t rows,
-                                 uint32_t cols, float *C) {
+                                 uint32_t cols, float *C, const char *site) {
     memset(g, 0, sizeof(*g));
     /* A row-major (rows, cols) is column-major (cols, rows); C column-major (rows, cols) */
     FHD_CKB(b, cublasLtMatrixTransformDescCreate(&g->tdesc, CUDA_R_32F));
@@ -303,6 +264,13 @@ int32_t fhd__gemm_plan_transpose(fhd__backend *b, fhd__gemm *g, const float *A, 
     g->A = A;
     g->C = C;
     g->ready = 1;
+    fhd__gemm_spec s;
+    memset(&s, 0, sizeof s);
+    s.site = site;
+    s.m = rows;
+    s.n = cols;
+    s.beside = 1;
+    record_choice(b, g, &s);
     return FHD_OK;
 }
 
@@ -326,13 +294,13 @@ int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, 
     return FHD_OK;
 }
 
-static void forward_spec(fhd__backend *b, fhd__gemm_spec *sp, int net, uint32_t l, uint32_t rows,
-                         const float *x, float *y, const float *alpha) {
+static void forward_spec(fhd__backend *b, fhd__gemm_spec *sp, char *site, int net, uint32_t l,
+                         uint32_t rows, const float *x, float *y, const float *alpha) {
     const fhd__layer *ly = &b->lo.layers[l];
     const float *base = b->params + (net ? b->T : 0);
     fhd__gemm_spec &s = *sp;
     memset(&s, 0, sizeof s);
-    s.tf32 = b->tf32_fwd;
+    s.tf32 = b->plan.tf32_fwd;
     s.opa = CUBLAS_OP_T;
     s.opb = CUBLAS_OP_N;
     s.m = ly->out;
@@ -347,12 +315,16 @@ static void forward_spec(fhd__backend *b, fhd__gemm_spec *sp, int net, uint32_t 
     s.alpha = alpha;
     s.epilogue = l < b->lo.L ? FHD_EPI_BIAS_RELU : FHD_EPI_BIAS;
     s.bias = base + ly->b_off;
+    snprintf(site, 24, "fwd%u %s", l, net ? "target" : "online");
+    s.site = site;
 }
 
 int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, uint32_t rows,
                                     const float *x, int64_t sx, float *y, int64_t sy) {
     fhd__gemm_spec s;
-    forward_spec(b, &s, 0, l, rows, x, y, b->d_one);
+    char site[24];
+    forward_spec(b, &s, site, 0, l, rows, x, y, b->d_one);
+    snprintf(site, sizeof site, "fwd%u pair", l);
     s.batch = 2;
     s.stride_a = (int64_t)b->T; /* the target network: the same layout T floats on */
     s.stride_bias = (int64_t)b->T;
@@ -361,18 +333,13 @@ int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, u
     return fhd__gemm_plan(b, g, &s);
 }
 
-/* A head planned as fhd__cuda_narrow_linear rather than a cuBLASLt GEMM. */
-static int head_narrow(const fhd__backend *b, uint32_t rows) {
-    const fhd__layer *ly = &b->lo.layers[b->lo.L];
-    return ly->out <= FHD_NARROW_MAX_OUT && (uint64_t)rows * ly->in <= FHD_NARROW_MAX_X;
-}
-
 int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
                                const float *x, float *y, const float *alpha) {
     const fhd__layer *ly = &b->lo.layers[l];
     fhd__gemm_spec s;
-    forward_spec(b, &s, net, l, rows, x, y, alpha);
-    if (l == b->lo.L && head_narrow(b, rows)) {
+    char site[24];
+    forward_spec(b, &s, site, net, l, rows, x, y, alpha);
+    if (l == b->lo.L && fhd__cuda_head_narrow(&b->lo, rows)) {
         /* a head of a few outputs: cuBLASLt's tiles would be mostly padding (see linear.cuh) */
         memset(g, 0, sizeof(*g));
         g->narrow = 1;
@@ -387,6 +354,7 @@ int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t 
         g->ld = s.ldc;
         g->ldb = s.ldb;
         g->ready = 1;
+        record_choice(b, g, &s);
         return FHD_OK;
     }
     return fhd__gemm_plan(b, g, &s);

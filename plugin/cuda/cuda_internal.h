@@ -24,6 +24,7 @@ extern "C" {
 }
 
 #include "cuda_ext.h"
+#include "cuda_plan.h"
 
 #include "act.cuh"
 #include "device_state.cuh"
@@ -36,7 +37,6 @@ extern "C" {
 #define FHD_CUDA_WORKSPACE_BYTES (32u << 20) /* cuBLASLt workspace per stream */
 #define FHD_CUDA_ACT_CACHE 8                  /* act GEMM plans kept for this many row counts */
 #define FHD_CUDA_SNAPSHOTS 8                  /* pinned statistics snapshots in flight */
-#define FHD_MAXL (FHD_MAX_HIDDEN_LAYERS + 1)
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
@@ -85,8 +85,11 @@ typedef struct fhd__gemm {
     const float *bias;
     uint32_t rows, out, ld;
     int relu, fallback;
-    int tuned;      /* the algorithm is a configuration of cuda_gemm.cpp's table */
     int host_alpha; /* alpha = 1 passed as a host scalar (CUBLASLT_POINTER_MODE_HOST) */
+    /* where the algorithm came from (FHD_PICK_*), candidates timed, the pick's and the rule's
+     * microseconds per launch when timed */
+    int pick, candidates, not_rule; /* not_rule: another configuration than the rule's */
+    float us, rule_us;
     /* a head's forward by fhd__cuda_narrow_linear instead of cuBLASLt (no descriptors then):
      * C = alpha (B A^T) + bias with B (rows, in; ld ldb), A (out, in) */
     int narrow;
@@ -112,13 +115,45 @@ typedef struct fhd__gemm_spec {
     /* strided batch (batch > 1): element strides between the batch's A, B, C and bias */
     uint32_t batch;
     int64_t stride_a, stride_b, stride_c, stride_bias;
+    const char *site; /* the call site, for the plan ("dW1", "fwd0 online", ...) */
+    int beside;       /* 1: off the critical path (a dW GEMM beside the dx chain) */
 } fhd__gemm_spec;
+
+/* The rule's pick among the heuristic's n results: the first, or for m n k <= 2^28 the first of
+ * the top 8 without split-K; -1 when n is 0. */
+int fhd__gemm_rule_pick(const fhd__gemm_spec *s, const cublasLtMatmulHeuristicResult_t *res,
+                        int n);
+
+/* An algorithm's configuration, as cuBLASLt's config attributes hold it. */
+typedef struct fhd__algo_config {
+    int32_t id;
+    uint32_t tile, stages;
+    int32_t splitk;
+    uint32_t reduction, swizzle, custom;
+} fhd__algo_config;
+void fhd__algo_config_get(const cublasLtMatmulAlgo_t *algo, fhd__algo_config *c);
+/* Initialise *algo to configuration c; 0 on success. */
+int fhd__algo_config_set(fhd__backend *b, int tf32, const fhd__algo_config *c,
+                         cublasLtMatmulAlgo_t *algo);
+
+/* ---- the autotune (cuda_autotune.cpp) ------------------------------------------------------- */
+
+#define FHD_TUNE_MAX_RESULTS 64 /* heuristic results asked for by autotune "full" */
+/* Begin / end the autotune of the update's GEMMs at create (b->tune; autotune "off": nothing):
+ * begin resolves and reads the cache file, end writes the new picks to it and fills the plan's
+ * autotune record. */
+int32_t fhd__autotune_begin(fhd__backend *b);
+void fhd__autotune_end(fhd__backend *b);
+/* Replace g->algo (the rule's pick, res[rule]) by the cached or the fastest timed candidate for
+ * spec s with epilogue epi; sets g->pick, candidates, us, rule_us. */
+int32_t fhd__autotune_pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int epi,
+                           const cublasLtMatmulHeuristicResult_t *res, int n, int rule);
 
 int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s);
 int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, void *workspace);
 /* C (cols, rows) = A^T for A (rows, cols), both row-major and dense: run by fhd__gemm_run. */
 int32_t fhd__gemm_plan_transpose(fhd__backend *b, fhd__gemm *g, const float *A, uint32_t rows,
-                                 uint32_t cols, float *C);
+                                 uint32_t cols, float *C, const char *site);
 void fhd__gemm_destroy(fhd__gemm *g);
 /* Plan the forward of layer l of network net (0 online, 1 target): y (rows, out) = x W^T + b,
  * ReLU on torso layers, alpha = 1/sigma on normalised layers. */
@@ -144,8 +179,11 @@ struct fhd__backend {
     fhd__config cfg;
     fhd__layout lo;
     int device;
-    int sm, sm_count;         /* compute capability (major * 10 + minor) and SMs: which
-                               * measured GEMM configurations apply (cuda_gemm.cpp) */
+    fhd__cuda_device dev;     /* compute capability and SMs */
+    fhd__cuda_plan plan;      /* every decision about the update (cuda_plan.h) */
+    struct fhd__alloc_list *allocs; /* every buffer below, as allocated (cuda_module.cpp) */
+    struct fhd__autotune *tune; /* at create, while the update's GEMMs are tuned; else NULL */
+    int planning;             /* 1 while the update's GEMMs are planned (recorded in plan) */
     char device_name[256];
     char err[1024];
     uint64_t P;
@@ -154,15 +192,12 @@ struct fhd__backend {
                                * picks its vectorised kernels and fused epilogues only then) */
     uint32_t B, N, leaves, rows_on; /* rows_on: 2B with double DQN (online(s) and online(s')) */
     uint32_t HOs;             /* row stride of head outputs / their gradient: HO rounded up to 4 */
-    int prioritized, has_sn, tf32_fwd, tf32_bwd;
+    int prioritized, has_sn;
 
     cudaStream_t s_main, s_side, s_prio; /* s_prio: the priority update beside the backward */
-    cudaStream_t s_aux;       /* the second halves of split backward GEMMs (split_dx, split_dw0) */
-    cudaStream_t s_hdw;       /* the head's dW GEMM, beside the priority update (hdw_side), and
-                               * the next update's batch sampled ahead (sample_ahead). No stream
-                               * more: one more stream created in the process made B3's update
-                               * bimodal (160 or 178 us; the graph's branches share the device's
-                               * hardware queues) */
+    cudaStream_t s_aux;       /* the second halves of split backward GEMMs (plan.use_aux) */
+    cudaStream_t s_hdw;       /* the head's dW GEMM beside the priority update and the next
+                               * update's batch sampled ahead (plan.use_hdw) */
     cudaEvent_t ev_aux_fork[FHD_MAXL], ev_aux_join[FHD_MAXL], ev_aux_dw, ev_hdw;
     cudaEvent_t ev_tree, ev_ahead; /* after the priority update; after the sampling ahead */
     cudaEvent_t ev_pre, ev_sample, ev_fork, ev_tgt, ev_dw, ev_loss, ev_prio, ev_dz[FHD_MAXL];
@@ -179,67 +214,8 @@ struct fhd__backend {
     float *tg_a, *tg_b;       /* (B, max_width) target ping-pong */
     float *head_t;            /* (B, HOs) target(s') head output */
     float *dz[FHD_MAXL];      /* (B, out_l): gradient at layer l's pre-activation; dz[L] (B, HOs) */
-    /* Small backward GEMMs on the critical path run as two halves on two streams (each one a
-     * latency-bound K loop of half the length): the dx GEMM of layer l (split_dx[l]: halves of
-     * K = out_l, the second into dxp[l], added by the ReLU backward) and the dW GEMM of layer 0
-     * (split_dw0: halves of the batch, the second into gpart0, added by the optimiser). */
-    int split_dx[FHD_MAXL], split_dw0, split_any;
-    /* Layer 0's dW without a GEMM (fuse_dw0: small networks, two or more hidden layers): the
-     * ReLU-backward kernel of layer 0 multiplies each chunk's dz tile by its rows of the batch,
-     * chunk 0's partial into the gradient and the others' into gpart0, and the optimiser's norm
-     * pass adds them (as the bias partials). That GEMM was the last kernel before the optimiser;
-     * the next batch's sampling now waits for the ReLU-backward kernel instead, the batch's last
-     * reader. */
-    int fuse_dw0;
-    /* The head's dW GEMM on a branch of its own (s_hdw) beside the priority update, where the
-     * backward's tail is short (split GEMMs or fuse_dw0); else after the update on its stream
-     * (beside big GEMMs a fourth branch slowed B3 by 10 us, and B2 by 5-8) */
-    int hdw_side;
-    float *dxp[FHD_MAXL];     /* (B, in_l) */
-    /* TF32 backward (dz_t[l]): dz_l, whether the ReLU-backward kernel or the loss kernel made it,
-     * is transposed into dzt[l] (out_l, B) by cublasLtMatrixTransform on the dW GEMM's stream,
-     * beside the dx GEMM, and layer l's dW GEMM reads that copy. Its K (the batch) is then
-     * contiguous in one operand: TF32 tensor-core kernels want K-major operands, and with the
-     * batch strided in both, B2's dW GEMM of layer 1 took 92 us alone against 63. The
-     * batch-major dz_l stays for the dx GEMM. */
-    int dz_t[FHD_MAXL];
-    float *dzt[FHD_MAXL];
-    /* Layer 0's forward of both networks in one batched GEMM (pair_fwd0: small networks without
-     * spectral norm): fwd_on[0] computes online and target layer 0 over the same input rows, the
-     * target's into h[0] + rows_on out_0 (rows_on rows, of which the target's forward uses
-     * those of s'). Its only purpose: a graph whose first node is one kernel that both
-     * forwards descend from; with two root GEMMs the graph executor ran the loss kernel
-     * without its programmatic early start (1.5 us launch gap and its PER weights on the
-     * critical path). */
-    int pair_fwd0;
-    /* Batches sampled ahead (cuda_ext.h, FHD_CUDA_GRAPH_*): without spectral norm, where the
-     * sampling would otherwise be on the update's critical path, and with it where the head's dW
-     * has a branch of its own (hdw_side: small networks, whose backward's tail leaves the card
-     * room for the sampling beside the optimiser). There the update's first kernel is the power
-     * iteration's, and layer 0's forward follows it without the join with a sampling branch
-     * beside it (B1-sn -0.5 us). Elsewhere with spectral norm the sampling runs beside the
-     * power iteration: sampled ahead, B3 took 1.6 us longer (its optimiser and backward GEMMs
-     * fill the card). */
-    int sample_ahead;
-    /* With spectral norm and batches sampled ahead, the target forward forks after the power
-     * iteration's first pass (which computes the target's sigma from its stored vectors) rather
-     * than after the second: its inputs are ready when the graph starts, and its layers run
-     * beside the online V pass (B1-sn 51.3 -> 50.2 us). Not with the sampling inside the
-     * update: on B3 the target's layer-1 GEMM then started before the online one and the pair
-     * ran slower (+1.5..+2.1 us; started first, both GEMMs took 55 us together against 44). */
-    int fork_sn1;
-    /* Both head forwards inside the loss kernel (fhd__loss_args.head_nc) where both are planned
-     * as narrow kernels, with the loss kernel's 8-row blocks, float4 rows and both W_head in
-     * FHD_LOSS_HEAD_SMEM (C0, B1, B1-sn; not B3, B2). The loss kernel waits for the last
-     * torso layers' GEMMs instead of the two narrow kernels after them, and computes its rows
-     * of online(s), online(s') and target(s'): the narrow kernels' runs, their ends and the
-     * tiles' round trip through L2 leave the critical path (the loss kernel ends 1.3 us
-     * earlier on B1). It lets the head-dx kernel launch only once the heads are done: launched
-     * at its start, that kernel's resident blocks made it end 2.6-2.8 us after the loss kernel
-     * instead of 1.5-1.8 (B1 +1.0 us). B1 -0.7..-1.3 us, B1-sn -0.6..-0.9, C0 -0.8..-0.9; with
-     * the online head alone inside, its W_head read from L2 at each K step, B1 lost 2.5 us. */
-    int head_in_loss;
-
+    float *dxp[FHD_MAXL];     /* (B, in_l): split_dx's second halves */
+    float *dzt[FHD_MAXL];     /* (out_l, B): dz_l transposed (plan.dz_t) */
     float *gpart0;            /* (parts, out_0 in_0): split_dw0 one, fuse_dw0 chunks - 1 */
     /* the batch: one contiguous region so that train_batch uploads it in one copy */
     float *gbatch;
@@ -298,6 +274,13 @@ struct fhd__backend {
     uint64_t snap_seq[FHD_CUDA_SNAPSHOTS], snap_counter, snap_last_seq;
     int snap_next, snap_newest;
     fhd__dev_scalars snap_last;
+    /* the executed update rate: timing events before and after each train call's launches (a
+     * ring; a call that finds its slot still pending goes untimed), summed once completed */
+    cudaEvent_t ev_rate[FHD_CUDA_SNAPSHOTS][2];
+    uint32_t rate_n[FHD_CUDA_SNAPSHOTS]; /* updates of the pending slot; 0: free */
+    int rate_next;
+    uint64_t exec_updates;
+    double exec_ms;
 
     /* GEMM plans of the update */
     fhd__gemm fwd_on[FHD_MAXL], fwd_tg[FHD_MAXL], bwd_dw[FHD_MAXL], bwd_dx[FHD_MAXL];
@@ -310,9 +293,6 @@ struct fhd__backend {
     fhd__sn_args a_sn1, a_sn2, a_sn_eval;
     fhd__loss_args a_loss_train, a_loss_batch;
     fhd__opt_args a_opt;
-    unsigned int opt_grid; /* grid of the fused cooperative optimiser pass; 0: two kernels */
-    uint32_t opt_two;      /* 2, 4 or 8: the two kernels forced, with that many weights a
-                            * thread (FHD_CUDA_STATE_OPT_FORM); 0: as planned */
     /* the captured update, FHD_CUDA_GRAPHS variants (cuda_ext.h: FHD_CUDA_GRAPH_*) */
     cudaGraph_t graph[FHD_CUDA_GRAPHS];
     cudaGraphExec_t gexec[FHD_CUDA_GRAPHS];
@@ -335,12 +315,12 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
 int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st);
 int32_t fhd__cuda_snapshot(fhd__backend *b);
 int32_t fhd__cuda_poll_snapshots(fhd__backend *b);
+/* Add the completed timed train calls to exec_updates / exec_ms (never waits). */
+void fhd__cuda_poll_rate(fhd__backend *b);
 int32_t fhd__cuda_sync(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e);
 /* cuda_setup.cpp */
 int32_t fhd__cuda_prepare_kernels(fhd__backend *b);
-/* Which backward GEMMs run as two halves (from the layout alone; before buffers are planned). */
-void fhd__cuda_plan_splits(fhd__backend *b);
 /* cuda_act.cpp */
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy);
@@ -355,5 +335,7 @@ int32_t fhd__cuda_get_scalars(fhd__backend *b, fhd__backend_scalars *out);
 int32_t fhd__cuda_set_scalars(fhd__backend *b, const fhd__backend_scalars *in);
 int32_t fhd__cuda_latest_stats(fhd__backend *b, fhd__update_stats *out);
 int32_t fhd__cuda_check_invariants(fhd__backend *b, char *msg, size_t cap);
+/* The metrics' CUDA facts (backend.h, describe): "plan", "autotune", "updates_per_second". */
+int32_t fhd__cuda_describe(fhd__backend *b, char *buf, size_t cap);
 
 #endif

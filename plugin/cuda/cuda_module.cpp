@@ -44,7 +44,10 @@ int32_t fhd__cuda_failf(fhd__backend *b, int32_t code, const char *fmt, ...) {
     return code;
 }
 
-/* ---- allocation plan ---------------------------------------------------------------------- */
+/* ---- the allocation list ------------------------------------------------------------------ */
+
+/* Every buffer of the backend is one item of this list: plan_buffers adds them, allocate takes
+ * them in order, cuda_destroy frees them through the same list (b->allocs). */
 
 enum { MEM_DEVICE = 0, MEM_PINNED = 1 };
 
@@ -60,14 +63,17 @@ static const char *const group_names[G_COUNT] = {"replay ring", "sum tree",
                                                  "parameters, gradient and Adam moments",
                                                  "activations and batch", "workspaces and scratch"};
 
-typedef struct alloc_plan {
-    alloc_item items[128];
+struct fhd__alloc_list {
+    alloc_item items[160];
     int n;
     size_t dev[G_COUNT];
     size_t pinned;
-} alloc_plan;
+};
+typedef fhd__alloc_list alloc_plan;
 
 static void plan_add(alloc_plan *p, void *ptr, size_t bytes, int kind, int group) {
+    if (p->n == (int)(sizeof p->items / sizeof p->items[0]))
+        return; /* cannot happen: 160 > the most items plan_buffers adds (about 110) */
     alloc_item *it = &p->items[p->n++];
     it->ptr = (void **)ptr;
     it->bytes = bytes ? bytes : 16;
@@ -119,39 +125,21 @@ static void cuda_destroy(fhd__backend *b) {
     }
     if (b->lt)
         cublasLtDestroy(b->lt);
-    /* every buffer was allocated through the plan recorded in these pointers */
-    void *dev[] = {b->params, b->grad, b->adam_m, b->adam_v, b->sn, b->tg_a, b->tg_b, b->head_t,
-                   b->gbatch, b->w_out, b->td, b->y, b->idx, b->qs, b->td_row, b->r_obs, b->r_next,
-                   b->r_ret, b->r_disc, b->r_act, b->nodes, b->st, b->sn_sigma, b->sn_inv,
-                   b->sn_norms, b->sn_scratch, b->sn_partial, b->part_min, b->colpart,
-                   b->statpart, b->opt_partial, b->clip, b->counters, b->d_one,
-                   b->act_x, b->act_a, b->act_b, b->act_head, b->act_q, b->act_greedy,
-                   b->d_stage, b->ws_main, b->ws_side, b->ws_prio, b->ws_aux, b->gpart0};
-    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
-        if (dev[i])
-            cudaFree(dev[i]);
-    for (uint32_t l = 0; l < FHD_MAXL; l++) {
-        if (b->h[l])
-            cudaFree(b->h[l]);
-        if (b->dz[l])
-            cudaFree(b->dz[l]);
-        if (b->dxp[l])
-            cudaFree(b->dxp[l]);
-        if (b->dzt[l])
-            cudaFree(b->dzt[l]);
-        if (b->bpart[l] && l < b->lo.L) /* bpart[L] is colpart, freed above */
-            cudaFree(b->bpart[l]);
+    if (b->allocs) { /* every buffer, through the list that allocated it, last first */
+        for (int i = b->allocs->n - 1; i >= 0; i--) {
+            alloc_item *it = &b->allocs->items[i];
+            if (*it->ptr)
+                (void)(it->kind == MEM_DEVICE ? cudaFree(*it->ptr) : cudaFreeHost(*it->ptr));
+            *it->ptr = NULL;
+        }
+        free(b->allocs);
     }
-    void *pin[] = {b->h_act_obs, b->h_act_q, b->h_act_greedy, b->h_stage[0], b->h_stage[1],
-                   b->h_batch, b->h_tdy};
-    for (size_t i = 0; i < sizeof pin / sizeof pin[0]; i++)
-        if (pin[i])
-            cudaFreeHost(pin[i]);
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++) {
-        if (b->h_snap[i])
-            cudaFreeHost(b->h_snap[i]);
         if (b->ev_snaps[i])
             cudaEventDestroy(b->ev_snaps[i]);
+        for (int k = 0; k < 2; k++)
+            if (b->ev_rate[i][k])
+                cudaEventDestroy(b->ev_rate[i][k]);
     }
     cudaEvent_t evs[] = {b->ev_pre,   b->ev_sample,   b->ev_fork,     b->ev_tgt, b->ev_dw,
                          b->ev_loss,  b->ev_prio,     b->ev_stage[0], b->ev_stage[1]};
@@ -193,13 +181,12 @@ static int32_t create_objects(fhd__backend *b) {
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_main, cudaStreamNonBlocking));
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_side, cudaStreamNonBlocking));
     FHD_CK(b, cudaStreamCreateWithFlags(&b->s_prio, cudaStreamNonBlocking));
-    /* the split GEMMs' and the head dW's / sampling ahead's streams only where the plan uses
-     * them: the number of streams a process creates changes the timing of the same graph
-     * (one more made B3's update bimodal, 158 / 178 us; bench/CUDA_NOTES.md) */
-    if (b->split_any)
+    /* the further streams only where the plan puts a node on them: the number of streams a
+     * process creates changes how the graph's branches map to the device's hardware queues */
+    if (b->plan.use_aux)
         FHD_CK(b, cudaStreamCreateWithFlags(&b->s_aux, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_aux_dw, cudaEventDisableTiming));
-    if (b->hdw_side || b->sample_ahead)
+    if (b->plan.use_hdw)
         FHD_CK(b, cudaStreamCreateWithFlags(&b->s_hdw, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_hdw, cudaEventDisableTiming));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_tree, cudaEventDisableTiming));
@@ -211,6 +198,9 @@ static int32_t create_objects(fhd__backend *b) {
         FHD_CK(b, cudaEventCreateWithFlags(evs[i], cudaEventDisableTiming));
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
         FHD_CK(b, cudaEventCreateWithFlags(&b->ev_snaps[i], cudaEventDisableTiming));
+    for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++) /* timing: the executed rate */
+        for (int k = 0; k < 2; k++)
+            FHD_CK(b, cudaEventCreate(&b->ev_rate[i][k]));
     for (uint32_t l = 0; l <= b->lo.L; l++) {
         FHD_CK(b, cudaEventCreateWithFlags(&b->ev_dz[l], cudaEventDisableTiming));
         FHD_CK(b, cudaEventCreateWithFlags(&b->ev_aux_fork[l], cudaEventDisableTiming));
@@ -242,18 +232,18 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     /* activations and batch */
     for (uint32_t l = 0; l <= lo->L; l++) {
         const uint64_t w = l == lo->L ? b->HOs : lo->layers[l].out;
-        /* pair_fwd0: h[0] holds the target's layer 0 too (cuda_internal.h) */
-        const uint64_t nets = l == 0 && b->pair_fwd0 ? 2 : 1;
+        /* pair_fwd0: h[0] holds the target's layer 0 too (cuda_plan.h) */
+        const uint64_t nets = l == 0 && b->plan.pair_fwd0 ? 2 : 1;
         plan_add(p, &b->h[l], nets * b->rows_on * w * f, MEM_DEVICE, G_ACT);
         plan_add(p, &b->dz[l], B * w * f, MEM_DEVICE, G_ACT);
-        if (b->split_dx[l])
+        if (b->plan.split_dx[l])
             plan_add(p, &b->dxp[l], B * lo->layers[l].in * f, MEM_DEVICE, G_ACT);
-        if (b->dz_t[l])
+        if (b->plan.dz_t[l])
             plan_add(p, &b->dzt[l], B * w * f, MEM_DEVICE, G_ACT);
     }
-    if (b->split_dw0 || b->fuse_dw0) /* one further part, or a part per further chunk */
+    if (b->plan.split_dw0 || b->plan.fuse_dw0) /* one further part, or a part per further chunk */
         plan_add(p, &b->gpart0,
-                 (size_t)(b->split_dw0 ? 1 : fhd__cuda_relu_dw_chunks(b->B) - 1) *
+                 (size_t)(b->plan.split_dw0 ? 1 : fhd__cuda_relu_dw_chunks(b->B) - 1) *
                      lo->layers[0].out * lo->layers[0].in * f,
                  MEM_DEVICE, G_WORK);
     plan_add(p, &b->tg_a, B * W * f, MEM_DEVICE, G_ACT);
@@ -314,7 +304,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->ws_main, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     plan_add(p, &b->ws_side, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     plan_add(p, &b->ws_prio, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
-    if (b->split_any)
+    if (b->plan.use_aux)
         plan_add(p, &b->ws_aux, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
     /* pinned host buffers */
     plan_add(p, &b->h_act_obs, R * S * f, MEM_PINNED, 0);
@@ -438,9 +428,6 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
     b->rows_on = cfg->double_dqn ? 2 * b->B : b->B;
     b->HOs = (lo->head_out + 3u) & ~3u;
     b->has_sn = lo->num_sn > 0;
-    b->tf32_fwd = cfg->matmul_precision != FHD_PREC_FP32;
-    b->tf32_bwd = cfg->matmul_precision == FHD_PREC_TF32;
-    fhd__cuda_plan_splits(b);
     b->max_q = fhd__prio_quantize(1.0);
     {
         /* act chunk rows: the front asks for at most max(num_envs, 256) rows per call */
@@ -460,26 +447,25 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         if (e != cudaSuccess) {
             rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaGetDeviceProperties");
         } else {
-            b->sm = prop.major * 10 + prop.minor;
-            b->sm_count = prop.multiProcessorCount;
+            b->dev.sm = prop.major * 10 + prop.minor;
+            b->dev.sm_count = prop.multiProcessorCount;
+            fhd__cuda_plan_make(lo, cfg, &b->dev, &b->plan);
             snprintf(b->device_name, sizeof b->device_name, "%s (cuda:%d, sm_%d%d, %.0f GiB)",
                      prop.name, b->device, prop.major, prop.minor,
                      (double)prop.totalGlobalMem / 1073741824.0);
         }
     }
-    alloc_plan *plan = NULL;
     if (rc == FHD_OK)
         rc = create_objects(b);
-    if (rc == FHD_OK) {
-        plan = (alloc_plan *)calloc(1, sizeof(alloc_plan));
-        if (!plan)
+    if (rc == FHD_OK) { /* cuda_destroy frees through the list whatever allocate got to */
+        b->allocs = (alloc_plan *)calloc(1, sizeof(alloc_plan));
+        if (!b->allocs)
             rc = fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY, "cuda backend: out of host memory");
     }
     if (rc == FHD_OK) {
-        plan_buffers(b, plan);
-        rc = allocate(b, plan);
+        plan_buffers(b, b->allocs);
+        rc = allocate(b, b->allocs);
     }
-    free(plan);
     if (rc == FHD_OK) { /* act's greedy actions straight into the pinned buffer, where mapped */
         void *dg = NULL;
         if (cudaHostGetDevicePointer(&dg, b->h_act_greedy, 0) == cudaSuccess)
@@ -552,6 +538,10 @@ static int32_t op_check_invariants(fhd__backend *b, char *msg, size_t cap) {
     return fhd__cuda_check_invariants(b, msg, cap);
 }
 
+static int32_t op_describe(fhd__backend *b, char *buf, size_t cap) {
+    return fhd__cuda_describe(b, buf, cap);
+}
+
 static int32_t op_finish(fhd__backend *b) {
     FHD_CK(b, cudaSetDevice(b->device));
     FHD_TRY(fhd__cuda_sync(b, b->s_main));
@@ -576,6 +566,7 @@ static const fhd__backend_ops cuda_ops = {
     op_latest_stats,
     op_check_invariants,
     op_finish,
+    op_describe,
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *

@@ -1,5 +1,6 @@
 /* cuda_setup.cpp - the arguments of every kernel and GEMM of the update, fixed once at create
  * (pointers into the buffers, shapes, hyperparameters), before the graph is captured. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cuda_internal.h"
@@ -9,53 +10,6 @@
 enum { CNT_LOSS = 0, CNT_NORM = 1, CNT_ADAM = 2, CNT_SN = 3 };
 #define CNT_SN_COUNT (4 * FHD_MAX_HIDDEN_LAYERS)
 static_assert(CNT_SN + CNT_SN_COUNT <= 64, "counters: 64 allocated");
-
-/* A backward GEMM on the critical path whose K loop is the latency (a few blocks, each walking
- * all of K) runs as two halves of K on two streams. Only small GEMMs (the big ones fill the card
- * with one launch) and halves that keep 32-byte alignment. */
-#define FHD_SPLIT_MAX_MNK (1u << 24)
-#define FHD_SPLIT_MIN_K 128 /* below, a GEMM's time is its launch and drain, not its K loop */
-static_assert(FHD_DW0_MAX_PARTS - 1 <= FHD_OPT_MAX_EXTRA,
-              "the norm pass adds every chunk's dW_0 partial after the first");
-
-void fhd__cuda_plan_splits(fhd__backend *b) {
-    const fhd__layout *lo = &b->lo;
-    const uint64_t B = b->B;
-    for (uint32_t l = 0; l < FHD_MAXL; l++)
-        b->split_dx[l] = 0;
-    /* dx of a torso layer above layer 0 (the head's dx is the loss kernel's or a K = HO GEMM) */
-    for (uint32_t l = 1; l < lo->L; l++) {
-        const uint64_t m = lo->layers[l].in, k = lo->layers[l].out;
-        b->split_dx[l] = k % 16 == 0 && k >= FHD_SPLIT_MIN_K && m * B * k <= FHD_SPLIT_MAX_MNK;
-    }
-    /* dW of layer 0: the last GEMM before the optimiser */
-    const uint64_t m0 = lo->layers[0].in, n0 = lo->layers[0].out;
-    b->split_dw0 = lo->L >= 1 && B % 16 == 0 && B >= FHD_SPLIT_MIN_K && m0 * n0 * B <= FHD_SPLIT_MAX_MNK;
-    /* or, where the ReLU-backward kernel of layer 0 exists (a layer above it: with one hidden
-     * layer the loss kernel's dx may make dz_0) and its chunks are few, its partials instead of
-     * the GEMM (cuda_internal.h) */
-    b->fuse_dw0 = lo->L >= 2 && m0 <= FHD_DW0_MAX_IN &&
-                  fhd__cuda_relu_dw_chunks(b->B) <= FHD_DW0_MAX_PARTS;
-    if (b->fuse_dw0)
-        b->split_dw0 = 0;
-    b->split_any = b->split_dw0;
-    for (uint32_t l = 0; l < FHD_MAXL; l++)
-        b->split_any |= b->split_dx[l];
-    b->hdw_side = b->split_any || b->fuse_dw0;
-    /* dz_l transposed for layer l's dW GEMM (cuda_internal.h, dzt) with a TF32 backward: torso
-     * layers above layer 0 (whose dW GEMM measured 32-33 us either way on B2), with the batch a
-     * multiple of 4 (16-byte rows of the copy) */
-    for (uint32_t l = 0; l < FHD_MAXL; l++)
-        b->dz_t[l] = b->tf32_bwd && l >= 1 && l < lo->L && b->B % 4 == 0;
-    /* layer 0's forwards as one batched GEMM (cuda_internal.h): small networks without spectral
-     * norm (with it, the spectral-norm kernel is the graph's first node already) */
-    b->pair_fwd0 = lo->L >= 1 && !b->has_sn &&
-                   (uint64_t)b->rows_on * n0 * m0 <= FHD_SPLIT_MAX_MNK;
-    /* batches sampled ahead (cuda_internal.h): without spectral norm, and with it where the
-     * backward's tail is latency-bound (the head's dW on its own branch) */
-    b->sample_ahead = !b->has_sn || b->hdw_side;
-    b->fork_sn1 = b->has_sn && b->sample_ahead; /* (layer 0 is never paired with it) */
-}
 
 static void prepare_sn(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
@@ -166,7 +120,7 @@ static void prepare_sample(fhd__backend *b) {
  * h[0] (with double DQN both run over (s, s') and the target's rows of s' are its second
  * half). */
 static const float *target_input(const fhd__backend *b, uint32_t l) {
-    if (l == 1 && b->pair_fwd0) {
+    if (l == 1 && b->plan.pair_fwd0) {
         const float *h0_tg = b->h[0] + (size_t)b->rows_on * b->lo.layers[0].out;
         return h0_tg + (b->rows_on > b->B ? (size_t)b->B * b->lo.layers[0].out : 0);
     }
@@ -244,7 +198,7 @@ static int32_t prepare_loss(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device));
     /* where each layer's bias-gradient partials come from (summed by the norm kernel) */
     for (uint32_t l = 0; l < L; l++)
-        b->bparts[l] = l == 0 && b->fuse_dw0 ? fhd__cuda_relu_dw_chunks(B)
+        b->bparts[l] = l == 0 && b->plan.fuse_dw0 ? fhd__cuda_relu_dw_chunks(B)
                                              : fhd__cuda_relu_bgrad_chunks(B);
     if (a->fuse_dx)
         b->bparts[L - 1] = fhd__cuda_td_loss_grid(B);
@@ -254,7 +208,7 @@ static int32_t prepare_loss(fhd__backend *b) {
     return FHD_OK;
 }
 
-/* The head forwards inside the loss kernel (head_in_loss, cuda_internal.h) where both heads are
+/* The head forwards inside the loss kernel (head_in_loss, cuda_plan.h) where both heads are
  * planned as narrow kernels: once the GEMMs are planned, the two plans hold the pointers the
  * loss kernel takes (the target's input depends on whether layer 0 is paired); the loss
  * kernel's setup keeps head_nc where it can. */
@@ -262,8 +216,10 @@ static int32_t prepare_head_in_loss(fhd__backend *b) {
     fhd__loss_args *a = &b->a_loss_train;
     const uint32_t L = b->lo.L;
     const fhd__gemm *on = &b->fwd_on[L], *tg = &b->fwd_tg[L];
-    b->head_in_loss = 0;
-    if (L < 1 || !on->narrow || !tg->narrow)
+    if (!b->plan.head_in_loss) /* the plan's wish: both heads narrow, a layer below */
+        return FHD_OK;
+    b->plan.head_in_loss = 0;
+    if (!on->narrow || !tg->narrow)
         return FHD_OK;
     a->b_head = on->bias;
     a->x_tgt = tg->B;
@@ -272,7 +228,7 @@ static int32_t prepare_head_in_loss(fhd__backend *b) {
     a->alpha_tg = tg->alpha;
     a->head_nc = (uint32_t)fhd__cuda_narrow_chunk(on->out);
     FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device));
-    b->head_in_loss = a->head_nc != 0;
+    b->plan.head_in_loss = a->head_nc != 0;
     loss_batch_args(b);
     return FHD_OK;
 }
@@ -303,9 +259,9 @@ static void prepare_opt(fhd__backend *b) {
         }
         fhd__opt_segment w = {ly->w_off, (uint64_t)ly->out * ly->in, sn, 0, 0, 0, NULL, 0,
                               NULL, 0};
-        if (l == 0 && (b->split_dw0 || b->fuse_dw0)) {
+        if (l == 0 && (b->plan.split_dw0 || b->plan.fuse_dw0)) {
             w.extra = b->gpart0;
-            w.nextra = b->split_dw0 ? 1 : fhd__cuda_relu_dw_chunks(b->B) - 1;
+            w.nextra = b->plan.split_dw0 ? 1 : fhd__cuda_relu_dw_chunks(b->B) - 1;
         }
         fhd__opt_segment bias = {ly->b_off, ly->out, -1, 0, 0, 0, b->bpart[l], b->bparts[l], NULL,
                                  0};
@@ -334,7 +290,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
     const uint32_t L = lo->L, B = b->B, S = lo->S;
     const uint32_t out0 = lo->layers[0].out;
-    if (b->pair_fwd0 &&
+    if (b->plan.pair_fwd0 &&
         fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->g_x,
                                     b->rows_on > B ? 0 : (int64_t)B * S, b->h[0],
                                     (int64_t)b->rows_on * out0) != FHD_OK) {
@@ -342,7 +298,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
          * descriptors of the failed plan go, and so does its message) */
         fhd__gemm_destroy(&b->fwd_on[0]);
         b->err[0] = '\0';
-        b->pair_fwd0 = 0;
+        b->plan.pair_fwd0 = 0;
     }
     for (uint32_t l = 0; l <= L; l++) {
         const fhd__layer *ly = &lo->layers[l];
@@ -352,7 +308,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
         /* target(s') */
         const float *xt = l == 0 ? b->g_x + (size_t)B * S : target_input(b, l);
         float *yt = l == L ? b->head_t : (l % 2 == 0 ? b->tg_a : b->tg_b);
-        if (!(l == 0 && b->pair_fwd0)) {
+        if (!(l == 0 && b->plan.pair_fwd0)) {
             /* online(s) [+ online(s')] */
             FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_on[l], 0, l, b->rows_on, xo, b->h[l], a_on));
             FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_tg[l], 1, l, B, xt, yt, a_tg));
@@ -360,7 +316,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
         /* dW_l (out, in) = dz_l^T x_l: column-major dW^T (in, out) = x^T (in, B) . dz (B, out) */
         fhd__gemm_spec s;
         memset(&s, 0, sizeof s);
-        s.tf32 = b->tf32_bwd;
+        s.tf32 = b->plan.tf32_bwd;
         s.opa = CUBLAS_OP_N;
         s.opb = CUBLAS_OP_T;
         s.m = ly->in;
@@ -370,8 +326,11 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.lda = ly->in;
         s.B = b->dz[l];
         s.ldb = l == L ? b->HOs : ly->out;
-        if (b->dz_t[l]) { /* dz^T (out, B) row-major: the batch contiguous */
-            FHD_TRY(fhd__gemm_plan_transpose(b, &b->bwd_dzt[l], b->dz[l], B, ly->out, b->dzt[l]));
+        if (b->plan.dz_t[l]) { /* dz^T (out, B) row-major: the batch contiguous */
+            char tsite[24];
+            snprintf(tsite, sizeof tsite, "dz%u transpose", l);
+            FHD_TRY(fhd__gemm_plan_transpose(b, &b->bwd_dzt[l], b->dz[l], B, ly->out, b->dzt[l],
+                                             tsite));
             s.opb = CUBLAS_OP_N;
             s.B = b->dzt[l];
             s.ldb = B;
@@ -379,14 +338,22 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.C = b->grad + ly->w_off;
         s.ldc = ly->in;
         s.alpha = b->d_one;
-        if (l == 0 && b->fuse_dw0) /* the ReLU-backward kernel's partials */
+        char site[24];
+        snprintf(site, sizeof site, "dW%u", l);
+        s.site = site;
+        s.beside = l > 0; /* beside the dx chain (the head's beside the priority update);
+                           * layer 0's dW is the last GEMM before the optimiser */
+        if (l == 0 && b->plan.fuse_dw0) /* the ReLU-backward kernel's partials */
             continue;
-        if (l == 0 && b->split_dw0) { /* rows [0, B/2) here, [B/2, B) into gpart0 */
+        if (l == 0 && b->plan.split_dw0) { /* rows [0, B/2) here, [B/2, B) into gpart0 */
             s.k = B / 2;
+            s.site = "dW0 half";
+            s.beside = 0; /* the last GEMM before the optimiser */
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw[l], &s));
             s.A = b->g_x + (size_t)(B / 2) * ly->in;
             s.B = b->dz[l] + (size_t)(B / 2) * ly->out;
             s.C = b->gpart0;
+            s.site = "dW0 half2";
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw0b, &s));
             continue;
         }
@@ -395,7 +362,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
             continue;
         /* dx (B, in) = dz_l W_l: column-major dx^T (in, B) = W^T (in, out) . dz^T (out, B) */
         memset(&s, 0, sizeof s);
-        s.tf32 = b->tf32_bwd;
+        s.tf32 = b->plan.tf32_bwd;
         s.opa = CUBLAS_OP_N;
         s.opb = CUBLAS_OP_N;
         s.m = ly->in;
@@ -408,13 +375,18 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.C = b->dz[l - 1];
         s.ldc = ly->in;
         s.alpha = a_on;
-        if (b->split_dx[l]) { /* outputs [0, out/2) of layer l here, [out/2, out) into dxp */
+        snprintf(site, sizeof site, "dx%u", l);
+        s.site = site;
+        s.beside = 0;
+        if (b->plan.split_dx[l]) { /* outputs [0, out/2) of layer l here, [out/2, out) into dxp */
             const uint32_t h = ly->out / 2;
             s.k = h;
+            snprintf(site, sizeof site, "dx%u half", l);
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dx[l], &s));
             s.A = b->params + ly->w_off + (size_t)h * ly->in;
             s.B = b->dz[l] + h;
             s.C = b->dxp[l];
+            snprintf(site, sizeof site, "dx%u half2", l);
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dx2[l], &s));
             continue;
         }
@@ -428,6 +400,14 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
     prepare_sample(b);
     FHD_TRY(prepare_loss(b));
     prepare_opt(b);
-    FHD_TRY(prepare_gemms(b));
+    /* the update's GEMMs, recorded in the plan and (autotune fast / full) timed */
+    b->plan.ngemm = 0;
+    b->planning = 1;
+    int32_t rc = fhd__autotune_begin(b);
+    if (rc == FHD_OK)
+        rc = prepare_gemms(b);
+    fhd__autotune_end(b);
+    b->planning = 0;
+    FHD_TRY(rc);
     return prepare_head_in_loss(b);
 }

@@ -91,21 +91,19 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
         all[FHD_CUDA_INFO_GEMM_FALLBACKS] = fb;
         all[FHD_CUDA_INFO_UPDATES_DEVICE] = s.updates;
         all[FHD_CUDA_INFO_ROWS_ONLINE] = b->rows_on;
-        all[FHD_CUDA_INFO_PAIRED_FWD0] = (uint64_t)b->pair_fwd0;
+        all[FHD_CUDA_INFO_PAIRED_FWD0] = (uint64_t)b->plan.pair_fwd0;
         all[FHD_CUDA_INFO_DZ_TRANSPOSED] = 0;
-        uint64_t tuned = (uint64_t)b->bwd_dw0b.tuned;
-        for (uint32_t l = 0; l <= b->lo.L; l++)
-            tuned += (uint64_t)b->fwd_on[l].tuned + (uint64_t)b->fwd_tg[l].tuned +
-                     (uint64_t)b->bwd_dw[l].tuned + (uint64_t)b->bwd_dx[l].tuned +
-                     (uint64_t)b->bwd_dx2[l].tuned;
+        uint64_t tuned = 0; /* the plan's GEMMs whose measured pick is not the rule's */
+        for (int i = 0; i < b->plan.ngemm; i++)
+            tuned += (uint64_t)b->plan.gemm[i].not_rule;
         all[FHD_CUDA_INFO_GEMM_TUNED] = tuned;
-        all[FHD_CUDA_INFO_FUSED_DW0] = (uint64_t)b->fuse_dw0;
-        all[FHD_CUDA_INFO_OPT_FORM] = b->opt_grid ? 1u + (b->a_opt.one_pass != 0) : 0u;
+        all[FHD_CUDA_INFO_FUSED_DW0] = (uint64_t)b->plan.fuse_dw0;
+        all[FHD_CUDA_INFO_OPT_FORM] = b->plan.opt_grid ? 1u + (b->a_opt.one_pass != 0) : 0u;
         all[FHD_CUDA_INFO_OPT_PER] = b->a_opt.per;
-        all[FHD_CUDA_INFO_FORK_SN1] = (uint64_t)b->fork_sn1;
-        all[FHD_CUDA_INFO_HEAD_IN_LOSS] = (uint64_t)b->head_in_loss;
+        all[FHD_CUDA_INFO_FORK_SN1] = (uint64_t)b->plan.fork_sn1;
+        all[FHD_CUDA_INFO_HEAD_IN_LOSS] = (uint64_t)b->plan.head_in_loss;
         for (uint32_t l = 0; l < b->lo.L; l++)
-            all[FHD_CUDA_INFO_DZ_TRANSPOSED] |= (uint64_t)(b->dz_t[l] != 0) << l;
+            all[FHD_CUDA_INFO_DZ_TRANSPOSED] |= (uint64_t)(b->plan.dz_t[l] != 0) << l;
         memcpy(o, all, sizeof(uint64_t) * count);
         return FHD_OK;
     }
@@ -205,14 +203,14 @@ static int32_t write_opt_form(fhd__backend *b, uint64_t offset, uint64_t count,
                                "optimiser form: only before the first update (%llu done)",
                                (unsigned long long)b->updates);
     FHD_TRY(fhd__cuda_sync(b, b->s_main));
-    const uint32_t old = b->opt_two;
-    b->opt_two = (uint32_t)v;
+    const uint32_t old = b->plan.opt_two;
+    b->plan.opt_two = (uint32_t)v;
     fhd__cuda_drop_graphs(b);
     int32_t rc = fhd__cuda_capture(b);
     if (rc != FHD_OK) { /* the previous form, so that the learner still trains */
         char err[sizeof b->err];
         memcpy(err, b->err, sizeof err);
-        b->opt_two = old;
+        b->plan.opt_two = old;
         fhd__cuda_drop_graphs(b);
         if (fhd__cuda_capture(b) == FHD_OK) {
             memcpy(b->err, err, sizeof err);
@@ -339,4 +337,24 @@ int32_t fhd__cuda_check_invariants(fhd__backend *b, char *msg, size_t cap) {
     }
     fhd__sumtree_free(&t);
     return rc;
+}
+
+int32_t fhd__cuda_describe(fhd__backend *b, char *buf, size_t cap) {
+    fhd__cuda_poll_rate(b);
+    const fhd__cuda_plan *p = &b->plan;
+    const double rate = b->exec_ms > 0 ? (double)b->exec_updates * 1e3 / b->exec_ms : 0.0;
+    int n = snprintf(buf, cap, "{\"updates_per_second\":%.6g,\"autotune\":{\"mode\":\"%s\","
+                     "\"cache\":\"",
+                     rate, p->autotune == FHD_AUTOTUNE_FULL   ? "full"
+                           : p->autotune == FHD_AUTOTUNE_FAST ? "fast"
+                                                              : "off");
+    for (const char *c = p->cache; *c; c++) /* the plan wrote it: no quotes or backslashes */
+        if ((unsigned char)*c >= 0x20 && *c != '"' && *c != '\\')
+            n += snprintf((size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0, "%c",
+                          *c);
+    n += snprintf((size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0,
+                  "\",\"ms\":%.1f},\"plan\":", p->autotune_ms);
+    n += fhd__cuda_plan_json(p, (size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0);
+    n += snprintf((size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0, "}");
+    return n;
 }

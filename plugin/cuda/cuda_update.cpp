@@ -1,5 +1,5 @@
-/* cuda_update.cpp - the update (DESIGN.md 4, as plugin/cpu/cpu_backend.c's update()), recorded
- * once into a CUDA graph and replayed; train_batch; statistics snapshots.
+/* cuda_update.cpp - the update (docs/design.md section 4, as plugin/cpu/cpu_backend.c's
+ * update()), recorded once into a CUDA graph and replayed; train_batch; statistics snapshots.
  *
  * One update, main stream s0 and side stream s1:
  *   s0  sample + gather (train only; on s1, beside the spectral norm, when there is one; or
@@ -25,7 +25,7 @@
  *   s3  a small dx GEMM's second half of K beside the first (split_dx), added by the ReLU
  *       backward
  *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready (with a TF32
- *       backward after transposing dz: cuda_internal.h, dzt); layer 0's
+ *       backward after transposing dz: cuda_plan.h, dz_t); layer 0's
  *       (the last before the optimiser) as two halves of the batch on s1 and s3 when small
  *       (split_dw0), added by the optimiser's norm pass, or, smaller still, none: the ReLU
  *       backward of layer 0 on s0 leaves its chunks' partials of dW_0 (fuse_dw0)
@@ -62,7 +62,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     sample_in = train && sample_in;
     ahead = train && ahead;
     /* sampling and spectral norm are independent: with both, sampling runs beside it on s1 */
-    const bool side_sample = sample_in && b->has_sn;
+    const bool side_sample = sample_in && b->plan.side_sample;
     if (side_sample) {
         FHD_CK(b, cudaEventRecord(b->ev_pre, s0));
         FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_pre, 0));
@@ -73,7 +73,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     }
     if (b->has_sn) {
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn1, s0));
-        if (b->fork_sn1) { /* the target forward after the first pass (cuda_internal.h) */
+        if (b->plan.fork_sn1) { /* the target forward after the first pass (cuda_plan.h) */
             FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
             FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
         }
@@ -82,15 +82,15 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     if (side_sample)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_sample, 0));
     /* paired: layer 0 of both networks in one GEMM, then the fork */
-    const uint32_t l0 = b->pair_fwd0 ? 1 : 0;
+    const uint32_t l0 = b->plan.pair_fwd0 ? 1 : 0;
     if (l0)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[0], s0, b->ws_main));
-    if (!b->fork_sn1) {
+    if (!b->plan.fork_sn1) {
         FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
         FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
     }
     /* the head forwards are the loss kernel's own with head_in_loss */
-    const uint32_t top = L - (b->head_in_loss ? 1u : 0u);
+    const uint32_t top = L - (b->plan.head_in_loss ? 1u : 0u);
     for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], s0, b->ws_main));
     for (uint32_t l = l0; l <= top; l++)
@@ -110,28 +110,26 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, cudaEventRecord(b->ev_tree, b->s_prio));
     /* the head's dW GEMM: with split GEMMs or layer 0's dW fused the backward's tail is
      * shorter than the priority update and this GEMM in a row, so it gets a fourth branch
-     * beside the update; otherwise it follows the update (cuda_internal.h, hdw_side) */
+     * beside the update; otherwise it follows the update (cuda_plan.h, hdw_side) */
     cudaStream_t s_hd = b->s_prio;
-    if (b->hdw_side) {
+    if (b->plan.hdw_side) {
         s_hd = b->s_hdw;
         FHD_CK(b, cudaStreamWaitEvent(s_hd, b->ev_loss, 0));
     }
     FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[L], s_hd, b->ws_prio));
     FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
-    if (b->hdw_side)
+    if (b->plan.hdw_side)
         FHD_CK(b, cudaEventRecord(b->ev_hdw, s_hd));
     /* Per layer, the dx GEMM (the critical path) is captured before the dW GEMM that waits for
-     * the same dz. Nodes that become ready together start in about their capture order, and
-     * the GEMM started second gets the SMs the first left: B1's dx halves, started with or after
-     * dW_1, ran 7.1-7.3 us against 6.0 started first. Against dW first: B1 -0.8 us, B1-sn
-     * -1.2, C0 -0.7, B2 fp32 -11, tf32_forward -15, B3 and B2 tf32 unchanged. */
+     * the same dz: nodes that become ready together start in about their capture order, and
+     * the GEMM started second gets the SMs the first left. */
     for (int l = (int)L; l >= 0; l--) {
         if (l < (int)L)
             FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));
         if (l > 0 && !(l == (int)L && la->fuse_dx)) { /* fused: the loss kernel made dz[L - 1] */
             const fhd__layer *below = &lo->layers[l - 1];
             const float *dx2 = NULL;
-            if (b->split_dx[l]) { /* the second half of K on s_aux, beside the first */
+            if (b->plan.split_dx[l]) { /* the second half of K on s_aux, beside the first */
                 FHD_CK(b, cudaEventRecord(b->ev_aux_fork[l], s0));
                 FHD_CK(b, cudaStreamWaitEvent(b->s_aux, b->ev_aux_fork[l], 0));
                 FHD_TRY(fhd__gemm_run(b, &b->bwd_dx2[l], b->s_aux, b->ws_aux));
@@ -141,7 +139,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], s0, b->ws_main));
             if (dx2)
                 FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_join[l], 0));
-            if (l == 1 && b->fuse_dw0)
+            if (l == 1 && b->plan.fuse_dw0)
                 FHD_CK(b, fhd__cuda_relu_backward_dw(b->dz[0], dx2, b->h[0], b->bpart[0], b->B,
                                                      below->out, b->g_x, below->in,
                                                      b->grad + below->w_off, b->gpart0, s0));
@@ -151,15 +149,15 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
                                                         below->out, s0));
         }
         if (l < (int)L) {
-            if (l == 0 && b->fuse_dw0) /* dW_0 came with the ReLU backward, below */
+            if (l == 0 && b->plan.fuse_dw0) /* dW_0 came with the ReLU backward, below */
                 continue;
             FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_dz[l], 0));
-            if (l == 0 && b->split_dw0) { /* the batch's second half on s_aux */
+            if (l == 0 && b->plan.split_dw0) { /* the batch's second half on s_aux */
                 FHD_CK(b, cudaStreamWaitEvent(b->s_aux, b->ev_dz[l], 0));
                 FHD_TRY(fhd__gemm_run(b, &b->bwd_dw0b, b->s_aux, b->ws_aux));
                 FHD_CK(b, cudaEventRecord(b->ev_aux_dw, b->s_aux));
             }
-            if (b->dz_t[l])
+            if (b->plan.dz_t[l])
                 FHD_TRY(fhd__gemm_run(b, &b->bwd_dzt[l], s1, b->ws_side));
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], s1, b->ws_side));
         }
@@ -167,9 +165,9 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     FHD_CK(b, cudaEventRecord(b->ev_dw, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_dw, 0));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_prio, 0));
-    if (b->hdw_side)
+    if (b->plan.hdw_side)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_hdw, 0));
-    if (b->split_dw0)
+    if (b->plan.split_dw0)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_dw, 0));
     if (ahead) {
         /* the next update's batch, beside the optimiser: after the tree's last writer (the
@@ -180,18 +178,18 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         /* the descent and every row but the obs rows as soon as the tree is final; the obs
          * rows (layer 0's input) after their last reader */
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_desc, sa));
-        if (b->fuse_dw0) { /* layer 0's ReLU backward reads the batch last */
+        if (b->plan.fuse_dw0) { /* layer 0's ReLU backward reads the batch last */
             FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_dz[0], 0));
         } else {
             FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_dw, 0));
-            if (b->split_dw0)
+            if (b->plan.split_dw0)
                 FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_aux_dw, 0));
         }
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_obs, sa));
         FHD_CK(b, cudaEventRecord(b->ev_ahead, sa));
     }
-    if (b->opt_grid) {
-        FHD_CK(b, fhd__cuda_opt_fused(&b->a_opt, b->opt_grid, s0));
+    if (b->plan.opt_grid) {
+        FHD_CK(b, fhd__cuda_opt_fused(&b->a_opt, b->plan.opt_grid, s0));
     } else {
         FHD_CK(b, fhd__cuda_clip_grad_norm(&b->a_opt, s0));
         FHD_CK(b, fhd__cuda_adam_step(&b->a_opt, s0));
@@ -214,18 +212,18 @@ static int32_t preload(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_act_preload());
     for (uint32_t l = 0; l <= b->lo.L; l++) {
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], b->s_main, b->ws_main));
-        if (!(l == 0 && b->pair_fwd0))
+        if (!(l == 0 && b->plan.pair_fwd0))
             FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], b->s_main, b->ws_main));
-        if (b->dz_t[l])
+        if (b->plan.dz_t[l])
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dzt[l], b->s_main, b->ws_main));
-        if (!(l == 0 && b->fuse_dw0))
+        if (!(l == 0 && b->plan.fuse_dw0))
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], b->s_main, b->ws_main));
         if (l > 0)
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], b->s_main, b->ws_main));
-        if (b->split_dx[l])
+        if (b->plan.split_dx[l])
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dx2[l], b->s_main, b->ws_main));
     }
-    if (b->split_dw0)
+    if (b->plan.split_dw0)
         FHD_TRY(fhd__gemm_run(b, &b->bwd_dw0b, b->s_main, b->ws_main));
     FHD_CK(b, cudaMemsetAsync(b->grad, 0, b->P * sizeof(float), b->s_main));
     return fhd__cuda_sync(b, b->s_main);
@@ -246,7 +244,7 @@ void fhd__cuda_drop_graphs(fhd__backend *b) {
 
 static int32_t capture_all(fhd__backend *b) {
     int32_t rc = FHD_OK;
-    const int nv = b->sample_ahead ? FHD_CUDA_GRAPHS : 1; /* else SINGLE only */
+    const int nv = b->plan.sample_ahead ? FHD_CUDA_GRAPHS : 1; /* else SINGLE only */
     for (int v = 0; v < nv && rc == FHD_OK; v++)
         rc = capture(b, v);
     if (rc != FHD_OK)
@@ -260,17 +258,19 @@ static int32_t capture_all(fhd__backend *b) {
  * its number of weights a thread. */
 int32_t fhd__cuda_capture(fhd__backend *b) {
     FHD_TRY(preload(b));
-    if (b->opt_two) {
-        fhd__cuda_opt_plan(&b->a_opt, b->opt_two);
-        b->opt_grid = 0;
+    if (b->plan.opt_two) {
+        fhd__cuda_opt_plan(&b->a_opt, b->plan.opt_two);
+        b->plan.opt_grid = 0;
     } else {
-        b->opt_grid = fhd__cuda_opt_fused_grid(&b->a_opt, b->device);
+        b->plan.opt_grid = fhd__cuda_opt_fused_grid(&b->a_opt, b->device);
     }
     int32_t rc = capture_all(b);
-    if (rc != FHD_OK && b->opt_grid) {
-        b->opt_grid = 0;
+    if (rc != FHD_OK && b->plan.opt_grid) {
+        b->plan.opt_grid = 0;
         rc = capture_all(b);
     }
+    b->plan.opt_per = b->a_opt.per;
+    b->plan.opt_one_pass = b->plan.opt_grid ? b->a_opt.one_pass : 0;
     return rc;
 }
 
@@ -354,6 +354,22 @@ int32_t fhd__cuda_poll_snapshots(fhd__backend *b) {
     return FHD_OK;
 }
 
+void fhd__cuda_poll_rate(fhd__backend *b) {
+    for (int k = 0; k < FHD_CUDA_SNAPSHOTS; k++) {
+        if (b->rate_n[k] == 0)
+            continue;
+        float ms = 0.0f;
+        if (cudaEventQuery(b->ev_rate[k][1]) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, b->ev_rate[k][0], b->ev_rate[k][1]) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not done yet: keep the last-error slot clean */
+            continue;
+        }
+        b->exec_updates += b->rate_n[k];
+        b->exec_ms += ms;
+        b->rate_n[k] = 0;
+    }
+}
+
 static void fill_stats(fhd__backend *b, fhd_train_stats *st, uint32_t done) {
     if (!st)
         return;
@@ -372,17 +388,27 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
         return fhd__cuda_failf(b, FHD_ERR_NOT_READY,
                                "train: the replay holds fewer transitions than batch_size");
     FHD_CK(b, cudaSetDevice(b->device));
+    fhd__cuda_poll_rate(b);
+    const int rs = b->rate_next; /* time this call's updates on the device, if its slot is free */
+    const bool timed = num_updates > 0 && b->rate_n[rs] == 0;
+    if (timed)
+        FHD_CK(b, cudaEventRecord(b->ev_rate[rs][0], b->s_main));
     /* within the call each update but the last samples the next one's batch (cuda_ext.h); none
      * is left sampled ahead when it returns, so observe, writes and checkpoints between calls
      * see the state of plain updates */
     for (uint32_t k = 0; k < num_updates; k++) {
-        const bool first = k == 0 || !b->sample_ahead;
-        const bool last = k + 1 == num_updates || !b->sample_ahead;
+        const bool first = k == 0 || !b->plan.sample_ahead;
+        const bool last = k + 1 == num_updates || !b->plan.sample_ahead;
         const int v = first ? (last ? FHD_CUDA_GRAPH_SINGLE : FHD_CUDA_GRAPH_FIRST)
                             : (last ? FHD_CUDA_GRAPH_LAST : FHD_CUDA_GRAPH_STEADY);
         FHD_CK(b, cudaGraphLaunch(b->gexec[v], b->s_main));
     }
     b->updates += num_updates;
+    if (timed) {
+        FHD_CK(b, cudaEventRecord(b->ev_rate[rs][1], b->s_main));
+        b->rate_n[rs] = num_updates;
+        b->rate_next = (rs + 1) % FHD_CUDA_SNAPSHOTS;
+    }
     if (num_updates)
         FHD_TRY(fhd__cuda_snapshot(b));
     FHD_TRY(fhd__cuda_poll_snapshots(b));

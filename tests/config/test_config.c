@@ -244,8 +244,8 @@ static void run_valid_case(const char *dir, const char *name) {
     tc_check(json1 != NULL, "valid/%s: to_json", name);
     if (json1) {
         canon = json_loads(json1, 0, NULL);
-        tc_check(json_is_object(canon) && json_object_size(canon) == 38,
-                 "valid/%s: to_json is an object of all 38 keys", name);
+        tc_check(json_is_object(canon) && json_object_size(canon) == 40,
+                 "valid/%s: to_json is an object of all 40 keys", name);
         json_decref(canon);
         tc_check(tc_parse(json1, &again, &err) == FHD_OK, "valid/%s: to_json parses (%s)", name,
                  err.message);
@@ -333,7 +333,7 @@ static void contract_tests(void) {
 
     while (keys[nkeys])
         nkeys++;
-    tc_check(nkeys == 38, "fhd__config_keys lists 38 keys (%zu)", nkeys);
+    tc_check(nkeys == 40, "fhd__config_keys lists 40 keys (%zu)", nkeys);
 
     /* enum strings map onto the C enums of config.h */
     {

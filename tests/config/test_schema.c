@@ -162,6 +162,10 @@ static int satisfies(const json_t *entry, const json_t *v) {
     }
     if (strcmp(type, "boolean") == 0)
         return json_is_boolean(v);
+    if (strcmp(type, "string") == 0 && !json_object_get(entry, "enum")) { /* a path */
+        const json_int_t most = json_integer_value(json_object_get(entry, "max_length"));
+        return json_is_string(v) && (json_int_t)json_string_length(v) <= most;
+    }
     if (strcmp(type, "string") == 0)
         return json_is_string(v) && in_list(json_object_get(entry, "enum"), json_string_value(v));
     if (strcmp(type, "array") == 0) {
@@ -261,6 +265,22 @@ static void probe_key(const char *key, const json_t *entry, int overridable) {
         expect_accepted(&p, json_false(), "false");
         expect_rejected(key, json_integer(1), FHD_ERR_CONFIG_TYPE, path, "an integer");
         expect_rejected(key, json_string("true"), FHD_ERR_CONFIG_TYPE, path, "a string");
+    } else if (strcmp(type, "string") == 0 && !json_object_get(entry, "enum")) {
+        /* a path: any string up to max_length bytes without quotes, backslashes or control
+         * characters */
+        const size_t mx = (size_t)json_integer_value(json_object_get(entry, "max_length"));
+        char *longest = calloc(mx + 2, 1);
+        memset(longest, 'p', mx + 1);
+        expect_accepted(&p, json_string("/tmp/fhd cache"), "a path");
+        expect_rejected(key, json_string(longest), FHD_ERR_CONFIG_RANGE, path, "a path too long");
+        longest[mx] = '\0';
+        expect_accepted(&p, json_string(longest), "a path of max_length bytes");
+        free(longest);
+        expect_rejected(key, json_string("a\"b"), FHD_ERR_CONFIG_RANGE, path, "a quote");
+        expect_rejected(key, json_string("a\\b"), FHD_ERR_CONFIG_RANGE, path, "a backslash");
+        expect_rejected(key, json_string("a\nb"), FHD_ERR_CONFIG_RANGE, path, "a newline");
+        expect_rejected(key, json_integer(0), FHD_ERR_CONFIG_TYPE, path, "an integer");
+        expect_rejected(key, json_null(), FHD_ERR_CONFIG_TYPE, path, "null");
     } else if (strcmp(type, "string") == 0) {
         const json_t *list = json_object_get(entry, "enum");
         for (size_t i = 0; i < json_array_size(list); i++)
@@ -333,8 +353,10 @@ void tc_schema_tests(void) {
             tc_check(json_is_number(json_object_get(entry, "minimum")) &&
                          json_is_number(json_object_get(entry, "maximum")),
                      "schema %s: minimum and maximum", key);
-        if (strcmp(type, "string") == 0)
-            tc_check(json_array_size(json_object_get(entry, "enum")) > 0, "schema %s: enum", key);
+        if (strcmp(type, "string") == 0) /* an enum, or a path with its max_length */
+            tc_check(json_array_size(json_object_get(entry, "enum")) > 0 ||
+                         json_integer_value(json_object_get(entry, "max_length")) > 0,
+                     "schema %s: enum or max_length", key);
         if (strcmp(type, "array") == 0)
             tc_check(json_is_object(json_object_get(entry, "items")) &&
                          json_is_integer(json_object_get(entry, "min_items")) &&

@@ -1,4 +1,4 @@
-/* cuda_bench.c - microseconds per full update of the CUDA backend on the DESIGN.md section 6
+/* cuda_bench.c - microseconds per full update of the CUDA backend on the docs/design.md section 6
  * configurations (not a test: timing never decides pass/fail).
  *
  * The replay is filled directly through the backend's state writes (random observations,
@@ -8,8 +8,12 @@
  * final wait is noise). Prints the median and the minimum over the repetitions, and the act
  * latency (greedy actions for 1 and 256 observations, host to host).
  *
- *   cuda_bench [NAME ...]     NAME in B1 B1-sn B2-fp32 B2-tf32f B2-tf32 B3 B3-tf32f B3-tf32 C0
- *                             (default: all; -tf32f: tf32_forward)
+ *   cuda_bench [NAME ...]     NAME in C0 B1 B1-sn U1 B2-fp32 B2-tf32f B2-tf32 B3 B3-tf32f B3-tf32
+ *                             (default: all; -tf32f: tf32_forward; U1 is no preset: a user's
+ *                             37 -> 384 -> 192 -> 7 dueling network at batch 512)
+ * FHD_BENCH_AUTOTUNE=off|fast|full sets the configs' autotune key; FHD_BENCH_PLAN prints the
+ * plan (the backend's describe() text). Each line ends with the autotune's time at create, the
+ * cache's state and the metrics' executed rate.
  * With FHD_BENCH_QUICK set, only the fill and 50 warm-up updates run (for a profiler).
  * With FHD_BENCH_TRACE set, the kernels of 8 updates after the warm-up (one train(8), or
  * train(FHD_BENCH_TRACE_N); with
@@ -35,7 +39,7 @@ typedef struct bench {
     "\"max_grad_norm\": 10, \"loss\": \"huber\", \"learning_starts\": 0, \"seed\": 1, "        \
     "\"target_update_interval\": 1000, \"num_envs\": 256"
 
-/* B2 and B3 (DESIGN.md section 6), each at the three matmul precisions (B3 itself is fp32, the
+/* B2 and B3 (docs/design.md section 6), each at the three matmul precisions (B3 itself is fp32, the
  * default; its TF32 forms show what FP32 costs its GEMMs) */
 #define CFG_B2                                                                                 \
     COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "                 \
@@ -54,6 +58,9 @@ static const bench benches[] = {
            "\"batch_size\": 256, \"replay_capacity\": 1048576}"},
     {"B1-sn", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], "
               "\"batch_size\": 256, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\"}"},
+    /* not a preset: the 37 -> 384 -> 192 -> 7 dueling network of issue 30, a user's shape */
+    {"U1", "{" COMMON ", \"obs_dim\": 37, \"hidden\": [384, 192], \"actions\": [7], "
+           "\"batch_size\": 512, \"replay_capacity\": 1048576}"},
     {"B2-fp32", "{" CFG_B2 "}"},
     {"B2-tf32f", "{" CFG_B2 PREC_TF32F "}"},
     {"B2-tf32", "{" CFG_B2 PREC_TF32 "}"},
@@ -228,8 +235,42 @@ static void print_update(const char *cfg, const char *mode, int p, int z) {
     fflush(stdout);
 }
 
+/* The value of "key": in the backend's describe() text, as text ("" when absent). */
+static void describe_value(fhd_learner *L, const char *key, char *out, size_t cap) {
+    static char text[1 << 16];
+    out[0] = '\0';
+    if (!L->ops->describe || L->ops->describe(L->be, text, sizeof text) < 0)
+        return;
+    const char *p = strstr(text, key);
+    if (!p)
+        return;
+    p += strlen(key);
+    size_t n = 0;
+    while (p[n] && p[n] != ',' && p[n] != '}' && n + 1 < cap)
+        n++;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
 static void run(const bench *bm) {
-    fhd_learner *L = ct_create_cuda(bm->json);
+    /* FHD_BENCH_AUTOTUNE=off|fast|full: the config's autotune key (default: the config's) */
+    char json[2048];
+    const char *tune = getenv("FHD_BENCH_AUTOTUNE");
+    snprintf(json, sizeof json, "%s", bm->json);
+    if (tune && strlen(json) > 1)
+        snprintf(json + strlen(json) - 1, sizeof json - strlen(json) + 1,
+                 ", \"autotune\": \"%s\"}", tune);
+    const double tc = ct_now();
+    fhd_learner *L = ct_create_cuda(json);
+    const double create_ms = (ct_now() - tc) * 1e3;
+    char tune_ms[32], tune_cache[160];
+    describe_value(L, "\"ms\":", tune_ms, sizeof tune_ms);
+    describe_value(L, "\"cache\":", tune_cache, sizeof tune_cache);
+    if (getenv("FHD_BENCH_PLAN")) {
+        static char text[1 << 16];
+        if (L->ops->describe && L->ops->describe(L->be, text, sizeof text) >= 0)
+            printf("plan %s: %s\n", bm->name, text);
+    }
     fill(L);
     timed(L, 50); /* warm-up */
     if (getenv("FHD_BENCH_TRACE")) {
@@ -294,8 +335,12 @@ static void run(const bench *bm) {
         L->ops->read(L->be, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, info) == FHD_OK
             ? (long long)info[FHD_CUDA_INFO_GEMM_TUNED]
             : -1;
-    printf("%-8s %10.1f %10.1f %12.0f %8u %10.1f %10.1f  loss %.4g  tuned GEMMs %lld  (%s)\n",
+    char exec_rate[32];
+    describe_value(L, "\"updates_per_second\":", exec_rate, sizeof exec_rate);
+    printf("%-8s %10.1f %10.1f %12.0f %8u %10.1f %10.1f  loss %.4g  tuned GEMMs %lld  "
+           "autotune %s %s ms (create %.0f ms, cache %s)  metric %s/s  (%s)\n",
            bm->name, t[3], t[0], 1e6 / t[3], n, al[0], al[1], us.loss, tuned,
+           tune ? tune : "default", tune_ms, create_ms, tune_cache, exec_rate,
            L->ops->device_name(L->be));
     fflush(stdout);
     free(obs);

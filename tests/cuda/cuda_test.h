@@ -55,20 +55,6 @@ static inline void ct_require_gpu(void) {
     }
 }
 
-/* 1 on the kind of card cuda_gemm.cpp's table of measured GEMM configurations was measured on
- * (sm_90 with 132 SMs), where the plan uses its entries. */
-static inline int ct_tuned_card(void) {
-    int dev = 0, major = 0, minor = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-        ct_check(0, "device attributes");
-        return 0;
-    }
-    return major == 9 && minor == 0 && sms == 132;
-}
-
 static inline double ct_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -1,9 +1,9 @@
 /* gemm_sweep.cpp - every cuBLASLt algorithm the heuristic offers for each GEMM of the update of
- * the DESIGN.md presets, timed on random data (not a test: a measurement that informs how
- * cuda_gemm.cpp picks algorithms). For each call site: the candidates in the heuristic's order
- * with tile id, stages, split-K, median microseconds per GEMM (20 launches replayed as one
- * captured graph, 15 repetitions after one), and whether the output equals the first
- * candidate's bit for bit.
+ * the presets (docs/design.md section 6), timed on random data (not a test: a measurement that
+ * informs how cuda_gemm.cpp and cuda_autotune.cpp pick algorithms). For each call site: the
+ * candidates in the heuristic's order with tile id, stages, split-K, median microseconds per
+ * GEMM (20 launches replayed as one captured graph, 15 repetitions after one), and whether the
+ * output equals the first candidate's bit for bit.
  *
  *   gemm_sweep [PRESET ...]     PRESET in C0 B1 B3 B2 B2-tf32 (default: all)
  *   GEMM_SWEEP_EPI=1 gemm_sweep ...   only the sites with a ReLU-mask epilogue alternative
@@ -12,7 +12,9 @@
  *                               swizzling, custom options), each screened with one replay of
  *                               about 2 ms of launches, the fastest 12 timed again and checked
  *                               to reproduce their bits; beside the pick of cuda_gemm.cpp's rule,
- *                               with a line "TUNED {...}" for its table where one beats it
+ *                               with a line "TUNED {...}" where one beats it (the fields of a
+ *                               configuration: algo, tile, stages, split-K, reduction, swizzle,
+ *                               custom, as the autotune cache of cuda_autotune.cpp holds them)
  *   GEMM_SWEEP_SITE=NAME gemm_sweep all ...   one call site ("fwd1 online", "dx1 half", ...)
  *   gemm_sweep pair PRESET ...  the online and the target forward of each layer, which the update
  *                               runs at once: each site's library pick and its 8 fastest
@@ -339,7 +341,7 @@ static void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site
                c.quick, c.us, c.kernels, maxd,
                memcmp(hc.data(), hc2.data(), nc * 4) ? "NOT reproducible" : "reproducible");
     }
-    /* the fastest of the second timing, as an entry of cuda_gemm.cpp's table when it beats the
+    /* the fastest of the second timing, as a configuration line when it beats the
      * library's pick by 3% and 0.2 us */
     const config *best = NULL;
     for (size_t i = 0; i < top; i++)
