@@ -18,13 +18,15 @@ static uint64_t total;      /* atomic */
 static uint64_t armed_seen; /* atomic: allocations counted while armed */
 static uint64_t fail_at;    /* atomic: 0 = not armed */
 static int failed;          /* atomic */
+static const void *failed_caller; /* return address of the failed allocation's caller */
 
 /* 1 if this allocation is the one to fail. */
-static int should_fail(void) {
+static int should_fail(const void *caller) {
     if (__atomic_load_n(&fail_at, __ATOMIC_ACQUIRE) == 0)
         return 0;
     uint64_t n = __atomic_add_fetch(&armed_seen, 1, __ATOMIC_ACQ_REL);
     if (n == __atomic_load_n(&fail_at, __ATOMIC_ACQUIRE)) {
+        failed_caller = caller;
         __atomic_store_n(&failed, 1, __ATOMIC_RELEASE);
         return 1;
     }
@@ -40,7 +42,7 @@ static void *counted(void *p) {
 }
 
 void *malloc(size_t n) {
-    if (should_fail()) {
+    if (should_fail(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL;
     }
@@ -48,7 +50,7 @@ void *malloc(size_t n) {
 }
 
 void *calloc(size_t n, size_t size) {
-    if (should_fail()) {
+    if (should_fail(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL;
     }
@@ -69,7 +71,7 @@ void *realloc(void *p, size_t n) {
         free(p);
         return NULL;
     }
-    if (should_fail()) {
+    if (should_fail(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL; /* p stays valid */
     }
@@ -77,7 +79,7 @@ void *realloc(void *p, size_t n) {
 }
 
 void *memalign(size_t align, size_t n) {
-    if (should_fail()) {
+    if (should_fail(__builtin_return_address(0))) {
         errno = ENOMEM;
         return NULL;
     }
@@ -128,6 +130,10 @@ int alloc_shim_failed(void) {
     return __atomic_load_n(&failed, __ATOMIC_ACQUIRE);
 }
 
+const void *alloc_shim_failed_caller(void) {
+    return alloc_shim_failed() ? failed_caller : NULL;
+}
+
 #else /* under a sanitizer: no shim */
 
 int alloc_shim_available(void) {
@@ -147,6 +153,9 @@ uint64_t alloc_shim_disarm(void) {
 }
 int alloc_shim_failed(void) {
     return 0;
+}
+const void *alloc_shim_failed_caller(void) {
+    return NULL;
 }
 
 #endif

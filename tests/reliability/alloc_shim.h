@@ -35,5 +35,7 @@ void alloc_shim_arm(uint64_t k);
 /* Stop failing; returns the number of allocations seen while armed. */
 uint64_t alloc_shim_disarm(void);
 int alloc_shim_failed(void); /* 1 if the armed window's failure was injected */
+/* Return address in the caller of the injected failure's allocation call, or NULL. */
+const void *alloc_shim_failed_caller(void);
 
 #endif
