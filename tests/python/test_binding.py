@@ -3,7 +3,11 @@ tensors. Values are checked against a numpy forward pass of the learner's own te
 
 import ctypes
 import json
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -393,3 +397,17 @@ def test_step_takes_what_a_single_gym_env_returns(make_learner, rng):
     r1 = a.step(obs[0], np.float32(1.0), np.bool_(False), np.array(False))
     r2 = a.step(obs[1], 1, 0, 0)
     assert not np.shares_memory(r1, r2)
+
+
+@pytest.mark.skipif(not os.environ.get("FHD_EXPECT_PACKAGED"),
+                    reason="only when testing an installed wheel (run_wheel_test.sh)")
+def test_installed_package(library):
+    """The wheel's own library is the one found first, and its fhd-host runs against it."""
+    pkg = Path(foxhunt_dqn.__file__).resolve().parent
+    assert "site-packages" in str(pkg)
+    assert library.path.resolve() == pkg / "libfoxhunt_dqn.so"
+    assert (pkg / "manifest.json").read_text() == library.manifest_text()
+    host = Path(sys.executable).parent / "foxhunt-dqn-host"
+    r = subprocess.run([str(host), "info"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert str(pkg / "libfoxhunt_dqn.so") in r.stdout + r.stderr
