@@ -158,7 +158,8 @@ def make_vector_env(env, num_envs=1):
         if mode == AutoresetMode.NEXT_STEP:
             raise ValueError(
                 "the vector env uses autoreset_mode NEXT_STEP; create it with "
-                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (or DISABLED)"
+                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (or DISABLED), or "
+                "train it with foxhunt_dqn.DQN, which takes NEXT_STEP too"
             )
         return env, False
     if isinstance(env, gymnasium.Env):
