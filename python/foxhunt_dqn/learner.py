@@ -405,6 +405,13 @@ class Learner:
                 raise TypeError(f"{name}: expected a bool (or 0/1), got float {x!r}")
             buf[0] = x
             return
+        if (t is list or t is tuple) and len(x) == self._E and self._E <= 64:
+            kinds = (bool, int) if flag else (float, int, bool)
+            if all(type(v) in kinds for v in x):  # Python scalars: no array needed
+                if flag and not all(v == 0 or v == 1 for v in x):
+                    raise ValueError(f"{name}: values must be 0 or 1")
+                buf[:] = x
+                return
         shapes = self._vec_shapes
         if t is not np.ndarray:
             x = _arrays.as_real_array(x, name, shapes)
