@@ -279,9 +279,10 @@ class DQN:
     def _log_line(self, t0, start_steps, window):
         ro = self._rollout
         dt = max(time.monotonic() - t0, 1e-9)
+        fps = (ro.env_steps - start_steps) / dt
         print(f"episodes {len(ro.returns)} | timesteps {self.num_timesteps} | "
-              f"ep_rew_mean {self._recent(window):.2f} | fps {(ro.env_steps - start_steps) / dt:.0f}"
-              f" | updates {ro.updates}", file=sys.stdout, flush=True)
+              f"ep_rew_mean {self._recent(window):.2f} | fps {fps:.0f} | updates {ro.updates}",
+              file=sys.stdout, flush=True)
 
     def predict(self, observation, state=None, episode_start=None, deterministic=False):
         """(actions, state) for one observation (the space's shape) or a batch (n, ...);

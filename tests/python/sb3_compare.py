@@ -2,7 +2,8 @@
 hyperparameters, then the same evaluation for both; prints one JSON line.
 
     # ours: the default python3 (gymnasium >= 1.1, foxhunt_dqn on PYTHONPATH)
-    PYTHONPATH=python FOXHUNT_DQN_LIBRARY=build python3 tests/python/sb3_compare.py ours CartPole-v1 0
+    PYTHONPATH=python FOXHUNT_DQN_LIBRARY=build \
+        python3 tests/python/sb3_compare.py ours CartPole-v1 0
     # SB3 2.4.1: a venv with system site packages over the Debian python (torch 1.13)
     build-sb3venv/bin/python tests/python/sb3_compare.py sb3 CartPole-v1 0
     # medians and the Mann-Whitney U test over a file of such lines

@@ -1,7 +1,6 @@
 """foxhunt_dqn.DQN: SB3's keywords mapped to the learner, vector envs in every autoreset mode,
 spaces, predict / save / load, callbacks, progress, evaluate_policy."""
 
-import io
 import json
 import re
 import sys

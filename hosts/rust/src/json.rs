@@ -150,7 +150,8 @@ impl<'a> Parser<'a> {
             while self.i < self.b.len() && self.b[self.i] != b'"' && self.b[self.i] != b'\\' {
                 self.i += 1;
             }
-            out.push_str(std::str::from_utf8(&self.b[start..self.i]).map_err(|_| (start, "utf-8"))?);
+            let run = std::str::from_utf8(&self.b[start..self.i]).map_err(|_| (start, "utf-8"))?;
+            out.push_str(run);
             match self.peek() {
                 Some(b'"') => {
                     self.i += 1;

@@ -35,8 +35,8 @@ fn library_negotiates_major_1() {
 #[test]
 fn config_errors_carry_the_json_path() {
     let lib = library();
-    let e = Learner::with_library(lib.clone(), r#"{"obs_dim": 4, "actions": [2], "hidden": [8, -3]}"#)
-        .err().unwrap();
+    let bad = r#"{"obs_dim": 4, "actions": [2], "hidden": [8, -3]}"#;
+    let e = Learner::with_library(lib.clone(), bad).err().unwrap();
     assert_eq!(e.path(), "$.hidden[1]");
     assert_eq!(e.code(), Some(-7));
     assert!(matches!(e, Error::Config { ref name, .. } if name == "FHD_ERR_CONFIG_RANGE"));
@@ -86,7 +86,8 @@ fn step_act_metrics_and_shape_checks() {
     assert_eq!(e, Error::Shape { argument: "obs", expected: 8, got: 4 });
     let bad = Transition { rewards: &[1.0], terminated: &[false, false],
                            truncated: &[false, false], final_obs: None };
-    assert!(matches!(l.step(&obs, Some(bad), &mut a), Err(Error::Shape { argument: "rewards", .. })));
+    let e = l.step(&obs, Some(bad), &mut a).err().unwrap();
+    assert!(matches!(e, Error::Shape { argument: "rewards", .. }), "{:?}", e);
     // a library status names the problem; the learner is unchanged
     let nan = [f32::NAN; 8];
     let e = l.step(&nan, None, &mut a).err().unwrap();
@@ -112,9 +113,10 @@ fn save_and_load_round_trip() {
     let path = dir.join("c.safetensors");
     a.save(&path, false).unwrap();
     let mut b = Learner::with_library(lib, SMALL).unwrap();
-    assert_ne!(a.tensor("online.torso.0.weight").unwrap(), b.tensor("online.torso.0.weight").unwrap());
+    let w = "online.torso.0.weight";
+    assert_ne!(a.tensor(w).unwrap(), b.tensor(w).unwrap());
     b.load(&path, false).unwrap();
-    assert_eq!(a.tensor("online.torso.0.weight").unwrap(), b.tensor("online.torso.0.weight").unwrap());
+    assert_eq!(a.tensor(w).unwrap(), b.tensor(w).unwrap());
     let e = b.load(&dir.join("missing.safetensors"), false).err().unwrap();
     assert_eq!(e.code(), Some(-18), "{}", e);
     assert!(b.tensor("no.such.tensor").is_err());
