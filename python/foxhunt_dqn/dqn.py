@@ -228,6 +228,9 @@ class DQN:
                                        sb3_params.PARAMS["learning_starts"]["default"]))
             self._rollout = Rollout(self.learner, self.env, self.space, warm,
                                     np.random.default_rng(self.seed))
+            # SB3 takes random warm-up actions while num_timesteps < learning_starts: again
+            # after reset_num_timesteps, not when a loaded model goes on
+            self._rollout.env_steps = self.num_timesteps
             self._rollout.reset(seed=int(self.seed))
         ro = self._rollout
         cbs = _callbacks(callback)

@@ -255,8 +255,12 @@ def test_save_load_round_trip(library, tmp_path):
             np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], want)
             assert loaded.num_timesteps == 100 and loaded.kwargs["batch_size"] == 4
             assert loaded.learner.config["target_update_interval"] == 20
-            loaded.learn(20, reset_num_timesteps=False)  # and it trains on
+            before = loaded.learner.metrics()["updates"]
+            loaded.learn(20, reset_num_timesteps=False)  # and it trains on, with no warm-up
             assert loaded.num_timesteps == 120
+            # one update per env step once the (emptied: no include_replay) replay holds a
+            # batch of 4; no random warm-up (that would add none until learning_starts)
+            assert loaded.learner.metrics()["updates"] == before + 20 - 3
     # without the sidecar: the checkpoint's own config
     (tmp_path / "model.safetensors.json").unlink()
     with DQN.load(path, env=CountEnv(), library=library) as bare:
