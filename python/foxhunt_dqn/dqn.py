@@ -18,6 +18,7 @@ import json
 import os
 import struct
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -197,6 +198,28 @@ class DQN:
         self._config = cfg
         self._rollout = None
 
+    def _reschedule(self, total_timesteps):
+        """Move a learner with data to the config of a run of total_timesteps (the
+        exploration schedule is resume-overridable): through a checkpoint with its replay
+        and step() state, an exact resume under the new schedule."""
+        cfg = self.learner_config(total_timesteps)
+        self._total_timesteps = total_timesteps
+        if cfg == self._config:
+            return
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "resume.safetensors")
+            self.learner.save(path, include_replay=True)
+            new = Learner(cfg, library=self.library)
+            try:
+                new.load(path, include_replay=True)
+            except BaseException:
+                new.close()
+                raise
+        self.learner.close()
+        self.learner, self._config = new, cfg
+        if self._rollout is not None:
+            self._rollout.learner = new
+
     # ---- SB3's methods -----------------------------------------------------------------------
 
     def get_env(self):
@@ -214,13 +237,15 @@ class DQN:
             raise ValueError(f"learn: total_timesteps is {total}; at least 1")
         if self.num_timesteps == 0 and self.learner.metrics()["env_steps"] == 0:
             self._build(total)  # the exploration schedule is a fraction of this run
-        elif self._total_timesteps is not None:
-            wanted = sb3_params.to_config(self.kwargs, self.n_envs, total)["epsilon_decay_steps"]
-            if wanted != self._config["epsilon_decay_steps"]:
-                warnings.warn("DQN.learn: a later learn() call keeps the first call's "
-                              "exploration schedule (epsilon_decay_steps "
-                              f"{self._config['epsilon_decay_steps']})", stacklevel=2)
-        self._total_timesteps = total
+            self._total_timesteps = total
+        elif not reset_num_timesteps:
+            # SB3 goes on over num_timesteps + total_timesteps: the same fraction of that
+            self._reschedule(self.num_timesteps + total)
+        elif self.learner_config(total) != self._config:
+            warnings.warn("DQN.learn(reset_num_timesteps=True) on a trained model: the "
+                          "learner's exploration goes on from its env step count (SB3 "
+                          "restarts it); the schedule stays epsilon_decay_steps "
+                          f"{self._config['epsilon_decay_steps']}", stacklevel=2)
         if reset_num_timesteps:
             self.num_timesteps = 0
         if self._rollout is None or reset_num_timesteps:

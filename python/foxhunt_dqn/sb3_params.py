@@ -39,7 +39,9 @@ PARAMS = {
              "round(max(interval // N, 1) / train_freq) rounds (the learner: that many times "
              "gradient_steps updates); the phase counts from the first update, not env step 0"),
     "exploration_fraction": dict(kind="map", default=0.1, keys="epsilon_decay_steps",
-                                 rule="max(1, round(exploration_fraction * T)) env steps"),
+                                 rule="max(1, round(exploration_fraction * T)) env steps; a later "
+                                      "learn(reset_num_timesteps=False) moves the learner to "
+                                      "T = num_timesteps + total_timesteps, as SB3 does"),
     "exploration_initial_eps": dict(kind="map", default=1.0, keys="epsilon_start",
                                     rule="the same"),
     "exploration_final_eps": dict(kind="map", default=0.05, keys="epsilon_end", rule="the same"),

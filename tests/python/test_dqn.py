@@ -192,6 +192,22 @@ def test_exploration_schedule_is_a_fraction_of_the_run(library):
         assert m.exploration_rate == pytest.approx(0.1)
 
 
+def test_a_later_learn_extends_the_schedule_as_sb3_does(library):
+    """learn(T2, reset_num_timesteps=False) after T1 steps: SB3's schedule spans T1 + T2; the
+    learner moves to it through an exact resume (replay, counters and step() state kept)."""
+    kw = dict(SMALL, exploration_fraction=0.5, exploration_final_eps=0.0)
+    with DQN(CountEnv(), library=library, **kw) as m:
+        m.learn(100)
+        assert m.learner.config["epsilon_decay_steps"] == 50 and m.exploration_rate == 0.0
+        before = m.learner.metrics()
+        m.learn(100, reset_num_timesteps=False)
+        after = m.learner.metrics()
+        assert m.learner.config["epsilon_decay_steps"] == 100 and m.num_timesteps == 200
+        assert after["env_steps"] == 200 and after["replay_size"] == 200
+        assert after["updates"] == before["updates"] + 100  # step() went on without a gap
+        assert after["episodes"] == len(m._rollout.returns)
+
+
 # ---- spaces --------------------------------------------------------------------------------
 
 
