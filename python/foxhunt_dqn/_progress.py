@@ -107,13 +107,17 @@ class _TqdmBar:
 class _PlainBar:
     """Progress with update(done, fields): redrawn in place on a TTY, plain lines otherwise."""
 
-    def __init__(self, total, stream=None):
-        self.p = Progress(total, stream=stream)
+    def __init__(self, total, stream=None, interval=0.2):
+        self.p = Progress(total, stream=stream, interval=interval)
+        self.interval = interval
+        self._last = float("-inf")
 
     def due(self):
-        return self.p.tty and self.p.due() or (not self.p.tty)
+        """At most every `interval` seconds (the caller builds the fields only then)."""
+        return time.monotonic() - self._last >= self.interval
 
     def update(self, done, fields):
+        self._last = time.monotonic()
         self.p.update(done, **fields)
 
     def close(self):
