@@ -8,7 +8,11 @@
     model.learn(50_000, progress_bar=True)
     model.save("dqn_cartpole")                       # dqn_cartpole.safetensors (+ .json)
     model = DQN.load("dqn_cartpole", env="CartPole-v1")
-    mean, std = evaluate_policy(model, model.get_env(), n_eval_episodes=10)
+    mean, std = evaluate_policy(model, "CartPole-v1", n_eval_episodes=10)
+
+evaluate_policy on the training env itself (model.get_env()) resets it under the running
+loop, as in SB3: the next learn() would pair a stale observation with the reset one. Give it
+an env of its own.
 
 Every keyword, its SB3 unit and the learner config key it becomes is in
 foxhunt_dqn.sb3_params.PARAMS (python/README.md prints it). Needs gymnasium >= 1.1.
