@@ -10,9 +10,9 @@
     model = DQN.load("dqn_cartpole", env="CartPole-v1")
     mean, std = evaluate_policy(model, "CartPole-v1", n_eval_episodes=10)
 
-evaluate_policy on the training env itself (model.get_env()) resets it under the running
-loop, as in SB3: the next learn() would pair a stale observation with the reset one. Give it
-an env of its own.
+evaluate_policy on the training env itself (model.get_env()) resets it; the training loop
+then starts a new step chain (no transition pairs an observation from before the evaluation
+with one after it), so an env of its own is better but not needed.
 
 Every keyword, its SB3 unit and the learner config key it becomes is in
 foxhunt_dqn.sb3_params.PARAMS (python/README.md prints it). Needs gymnasium >= 1.1.
@@ -434,6 +434,9 @@ def evaluate_policy(model, env, n_eval_episodes=10, deterministic=True, render=F
     finally:
         if owned:
             vec.close()
+        ro = getattr(model, "_rollout", None)
+        if ro is not None and vec is ro.vec:
+            ro.reset()  # the training env was reset here: the loop starts a new step chain
     mean, std = float(np.mean(returns)), float(np.std(returns))
     if reward_threshold is not None:
         assert mean > reward_threshold, f"mean reward {mean:.2f} <= {reward_threshold:.2f}"

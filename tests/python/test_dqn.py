@@ -374,6 +374,16 @@ def test_evaluate_policy_single_and_vector(library):
             vec.close()
 
 
+def test_evaluating_on_the_training_env_keeps_the_transitions_genuine(library, tmp_path):
+    with DQN(CountEnv(), library=library, **SMALL) as m:
+        m.learn(50)
+        evaluate_policy(m, m.get_env(), n_eval_episodes=2)
+        m.learn(50, reset_num_timesteps=False)
+        obs, nxt, disc, ret = replay_rows(m, tmp_path)
+        check_transitions(obs, nxt, disc, ret)
+        assert len(obs) == 100
+
+
 def test_sidecar_is_json_with_the_keywords(library, tmp_path):
     with DQN(CountEnv(), library=library, **dict(SMALL, policy_kwargs={
             "net_arch": [8], "activation_fn": type("ReLU", (), {})})) as m:
