@@ -43,6 +43,8 @@ class Rollout:
         self.vec = vec
         self.space = space
         self.mode = autoreset_mode(vec)
+        self.next_step = self.mode == AutoresetMode.NEXT_STEP
+        self.same_step = self.mode == AutoresetMode.SAME_STEP
         self.n = int(vec.num_envs)
         self.warmup = int(warmup)
         self.rng = rng
@@ -125,42 +127,58 @@ class Rollout:
         trunc = np.asarray(trunc, dtype=bool)
         done = term | trunc
         o = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
-        valid = ~self.resetting if self.mode == AutoresetMode.NEXT_STEP else np.ones(self.n, bool)
+        if self.next_step:
+            return self._step_next(prev_obs, act, o, rew, term, trunc, done)
+        any_done = done.any()
         nxt = o
-        if self.mode == AutoresetMode.SAME_STEP and done.any():
-            nxt = o.copy()
-            final = infos["final_obs"]
-            for i in np.flatnonzero(done):
-                nxt[i] = np.asarray(final[i], dtype=np.float32).reshape(-1)
-        elif self.mode == AutoresetMode.DISABLED and done.any():
-            nxt = o
-            obs, _ = self.vec.reset(options={"reset_mask": done})
-            o = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
-        self.env_steps += int(valid.sum()) if self.mode == AutoresetMode.NEXT_STEP else self.n
-        if self.mode == AutoresetMode.NEXT_STEP:
-            self._queue(valid, prev_obs, act, rew, nxt, term, trunc)
-            self.resetting = done & valid
-            self.actions = self._random() if self.env_steps < self.warmup else \
-                self.learner.act(o, explore=True)
-        elif self.stepping:
-            final = nxt if nxt is not o else None
-            self.actions = self.learner.step(o, rew, term, trunc, final)
+        if any_done:
+            if self.same_step:
+                nxt = o.copy()
+                final = infos["final_obs"]
+                for i in np.flatnonzero(done):
+                    nxt[i] = np.asarray(final[i], dtype=np.float32).reshape(-1)
+            else:  # DISABLED: obs holds the last observations; reset the ended envs here
+                obs, _ = self.vec.reset(options={"reset_mask": done})
+                o = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
+        self.env_steps += self.n
+        if self.stepping:
+            stats = self.learner._step_stats
+            self.actions = self.learner.step(o, rew, term, trunc, nxt if any_done else None)
             self.stored += self.n
-            if self.learner._step_stats.updates_done:
-                self.updates = self.learner._step_stats.update_index
+            if stats.updates_done:
+                self.updates = stats.update_index
         else:  # warm-up: random actions, transitions through observe
             self._observe(prev_obs, act, rew.astype(np.float32), nxt, term, trunc)
             self.actions = self._choose(o)
         self.obs = o
+        self.ret += rew
+        self.len += 1
+        if any_done:
+            self._episodes_ended(done)
+        return rew, done
+
+    def _step_next(self, prev_obs, act, o, rew, term, trunc, done):
+        """NEXT_STEP: the call after an env's episode end is its reset, not an env step."""
+        valid = ~self.resetting
         ended = done & valid
+        self.env_steps += int(valid.sum())
+        self._queue(valid, prev_obs, act, rew, o, term, trunc)
+        self.resetting = ended
+        self.actions = self._random() if self.env_steps < self.warmup else \
+            self.learner.act(o, explore=True)
+        self.obs = o
         self.ret += np.where(valid, rew, 0.0)
         self.len += valid
+        if ended.any():
+            self._episodes_ended(ended)
+        return rew, ended
+
+    def _episodes_ended(self, ended):
         for i in np.flatnonzero(ended):
             self.returns.append(float(self.ret[i]))
             self.lengths.append(int(self.len[i]))
             self.ret[i] = 0.0
             self.len[i] = 0
-        return rew, ended
 
 
 class Rates:
