@@ -22,6 +22,15 @@ if [ -n "$missing" ]; then
   $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
+# The Rust host's toolchain (hosts/rust: cargo test in CI): Debian's cargo and rustc, unless a
+# cargo is already on PATH (rustup's, say).
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: installing Debian's cargo and rustc"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends cargo rustc >/dev/null
+fi
+
 # PyPI packages for the python binding's tests and the environment trajectories, installed
 # into the default python3 (the one on PATH).
 PY=${PYTHON:-python3}

@@ -38,7 +38,20 @@ from .learner import Learner
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    # DQN and evaluate_policy need gymnasium: imported on first use, so that the binding
+    # itself stays numpy-only.
+    if name in ("DQN", "BaseCallback", "evaluate_policy"):
+        from . import dqn
+
+        return getattr(dqn, name)
+    raise AttributeError(f"module 'foxhunt_dqn' has no attribute {name!r}")
+
 __all__ = [
+    "DQN",
+    "BaseCallback",
+    "evaluate_policy",
     "ABI_MAJOR",
     "ABI_MINOR",
     "LIBRARY_ENV",

@@ -37,6 +37,30 @@ def fmt_shape(shape):
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
+def fmt_shapes(shapes):
+    """((1, 4), (4,)) -> "(1, 4) or (4,)"."""
+    return " or ".join(fmt_shape(s) for s in shapes)
+
+
+def shape_message(name, dtype_name, shapes, got):
+    """The ValueError text for an input of shape `got` where one of `shapes` was expected;
+    names the shape the caller passed, before any reshaping."""
+    return (f"{name}: expected an array of {dtype_name} with shape {fmt_shapes(shapes)}, "
+            f"got shape {tuple(got)}")
+
+
+def as_real_array(x, name, shapes):
+    """np.asarray(x) for a list / scalar input, with a TypeError naming the argument when
+    numpy cannot convert it."""
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise TypeError(
+            f"{name}: expected an array with shape {fmt_shapes(shapes)}, got "
+            f"{type(x).__name__} that numpy cannot convert ({exc})"
+        ) from None
+
+
 def _describe(x):
     if isinstance(x, np.ndarray):
         return f"an array of {x.dtype} with shape {tuple(x.shape)}"

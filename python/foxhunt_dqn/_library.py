@@ -30,28 +30,24 @@ def candidate_paths():
     return paths + builds
 
 
+def _named_file(p, what):
+    """p itself when it is a file, p/libfoxhunt_dqn.so when it is a directory."""
+    f = p / LIBRARY_NAME if p.is_dir() else p
+    if not f.is_file():
+        kind = f"the directory holds no {LIBRARY_NAME}" if p.is_dir() else "no such file"
+        raise LibraryNotFoundError(None, "FHD_LIBRARY_NOT_FOUND", f"{what} {str(f)!r}: {kind}")
+    return f
+
+
 def find_library(path=None):
     """Path of the library to load: `path` if given, else $FOXHUNT_DQN_LIBRARY, else the first
-    existing file of candidate_paths(). Raises LibraryNotFoundError naming what was tried."""
+    existing file of candidate_paths(). `path` and the variable may name the file or a
+    directory holding libfoxhunt_dqn.so. Raises LibraryNotFoundError naming what was tried."""
     if path is not None:
-        p = Path(os.fspath(path))
-        if p.is_dir():
-            p = p / LIBRARY_NAME
-        if not p.is_file():
-            raise LibraryNotFoundError(
-                None, "FHD_LIBRARY_NOT_FOUND", f"library path {str(p)!r} is not a file"
-            )
-        return p
+        return _named_file(Path(os.fspath(path)), "library path")
     env = os.environ.get(LIBRARY_ENV)
     if env:
-        p = Path(env)
-        if not p.is_file():
-            raise LibraryNotFoundError(
-                None,
-                "FHD_LIBRARY_NOT_FOUND",
-                f"{LIBRARY_ENV}={env!r} does not name a file",
-            )
-        return p
+        return _named_file(Path(env), f"{LIBRARY_ENV}={env!r}:")
     tried = candidate_paths()
     for p in tried:
         if p.is_file():

@@ -80,3 +80,56 @@ def fmt_fields(return_mean=None, epsilon=None, loss=None):
         "eps": _fmt(epsilon, ".3f"),
         "loss": _fmt(loss, ".4g"),
     }
+
+
+class _TqdmBar:
+    """The same interface over a tqdm bar: update(done, fields) sets the position and the
+    postfix (tqdm redraws at its own rate)."""
+
+    def __init__(self, tqdm_cls, total, interval=0.2):
+        self.bar = tqdm_cls(total=int(total), unit="step", dynamic_ncols=True)
+        self.interval = interval
+        self._last = 0.0
+
+    def due(self):
+        return time.monotonic() - self._last >= self.interval
+
+    def update(self, done, fields):
+        self._last = time.monotonic()
+        self.bar.n = int(done)
+        self.bar.set_postfix(fields, refresh=False)
+        self.bar.refresh()
+
+    def close(self):
+        self.bar.close()
+
+
+class _PlainBar:
+    """Progress with update(done, fields): redrawn in place on a TTY, plain lines otherwise."""
+
+    def __init__(self, total, stream=None, interval=0.2):
+        self.p = Progress(total, stream=stream, interval=interval)
+        self.interval = interval
+        self._last = float("-inf")
+
+    def due(self):
+        """At most every `interval` seconds (the caller builds the fields only then)."""
+        return time.monotonic() - self._last >= self.interval
+
+    def update(self, done, fields):
+        self._last = time.monotonic()
+        self.p.update(done, **fields)
+
+    def close(self):
+        self.p.close()
+
+
+def make_bar(total, enabled, stream=None):
+    """None when disabled; a tqdm bar when tqdm is installed; else a Progress."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _PlainBar(total, stream)
+    return _TqdmBar(tqdm, total)

@@ -24,6 +24,7 @@ Requires gymnasium >= 1.1.
 
 import math
 import time
+import warnings
 
 import numpy as np
 
@@ -157,7 +158,8 @@ def make_vector_env(env, num_envs=1):
         if mode == AutoresetMode.NEXT_STEP:
             raise ValueError(
                 "the vector env uses autoreset_mode NEXT_STEP; create it with "
-                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (or DISABLED)"
+                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (or DISABLED), or "
+                "train it with foxhunt_dqn.DQN, which takes NEXT_STEP too"
             )
         return env, False
     if isinstance(env, gymnasium.Env):
@@ -210,10 +212,11 @@ class _Episodes:
 
 def train(env, config=None, total_steps=50000, num_envs=1, seed=0, eval_episodes=100,
           progress=True, library=None, log_every=None, eval_env=None, stream=None,
-          check_every=0, check_episodes=10):
+          check_every=0, check_episodes=10, save=None, save_replay=False):
     """Train a Learner on `env` (an env id, a gymnasium.Env or a VectorEnv) for total_steps
-    env steps (summed over the num_envs envs), then evaluate it greedily for eval_episodes
-    episodes (0 skips it).
+    env steps (summed over the num_envs envs), then (save given) write a checkpoint, then
+    evaluate it greedily for eval_episodes episodes (0 skips it). A failing evaluation does
+    not lose the run: it warns, sets history["eval_error"] and returns the learner.
 
     config: keys over DEFAULT_CONFIG (obs_dim, actions and num_envs come from the env).
     progress: a bar on a TTY, plain lines otherwise (on `stream`, default stderr).
@@ -323,12 +326,23 @@ def train(env, config=None, total_steps=50000, num_envs=1, seed=0, eval_episodes
         "env_steps": steps,
         "train_time": train_time,
         "eval_mean": None,
+        "eval_error": None,
         "eval_std": None,
         "eval_episodes": 0,
     }
+    if save is not None:  # before the evaluation: a failure there must not lose the run
+        learner.save(save, include_replay=save_replay)
+        history["saved"] = str(save)
     if eval_episodes:
-        mean, std = evaluate(learner, target, episodes=eval_episodes, seed=int(seed) + 10007)
-        history.update(eval_mean=mean, eval_std=std, eval_episodes=int(eval_episodes))
+        try:
+            mean, std = evaluate(learner, target, episodes=eval_episodes,
+                                 seed=int(seed) + 10007)
+            history.update(eval_mean=mean, eval_std=std, eval_episodes=int(eval_episodes))
+        except Exception as exc:  # the trained learner is still returned
+            history["eval_error"] = f"{type(exc).__name__}: {exc}"
+            warnings.warn(f"foxhunt_dqn.gym.train: the final evaluation failed; the trained "
+                          f"learner is returned without it ({history['eval_error']})",
+                          RuntimeWarning, stacklevel=2)
     history["wall_time"] = time.monotonic() - t0
     return learner, history
 
@@ -359,10 +373,32 @@ def _last_fields(log):
     return log[-1]["epsilon"], log[-1]["loss"]
 
 
+# Keys that gymnasium.make_vec adds to a vector env's spec.kwargs; the single env's
+# constructor does not take them.
+_VECTOR_SPEC_KEYS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+
+
+def single_env_spec(vec):
+    """The EnvSpec of one env of vector env `vec` (for evaluation envs), or None: the first
+    sub-env's spec of a SyncVectorEnv, else the vector env's spec without the keys make_vec
+    added to its kwargs (num_envs, vectorization_mode, vector_kwargs, wrappers)."""
+    envs = getattr(vec, "envs", None)
+    if envs:
+        spec = getattr(envs[0], "spec", None)
+        if spec is not None:
+            return spec
+    spec = getattr(vec, "spec", None)
+    if spec is None:
+        return None
+    kwargs = {k: v for k, v in (spec.kwargs or {}).items() if k not in _VECTOR_SPEC_KEYS}
+    import dataclasses
+    return dataclasses.replace(spec, kwargs=kwargs)
+
+
 def _eval_target(env, vec):
     if isinstance(env, (str, gymnasium.Env)):
         return env
-    spec = getattr(vec, "spec", None) or getattr(getattr(vec, "envs", [None])[0], "spec", None)
+    spec = single_env_spec(vec)
     if spec is None:
         raise ValueError("evaluation: pass eval_env (the training env has no spec to copy)")
     return spec

@@ -27,6 +27,10 @@ _call_hook = None
 
 _U32_MAX = 2**32 - 1
 
+# step() copies inputs up to this size into the learner's own buffers (a copy of a small
+# array costs less than taking its address); larger float32 C-contiguous ones go by address.
+STEP_COPY_MAX_BYTES = 16384
+
 
 def _json_default(x):
     if isinstance(x, np.integer):
@@ -118,6 +122,23 @@ class Learner:
         self._step_stats = _abi.FhdTrainStats()
         self._step_stats.struct_size = ctypes.sizeof(_abi.FhdTrainStats)
         self._step_args.stats = ctypes.pointer(self._step_stats)
+        self._step_args.num_envs = self._E
+        # step()'s own input and output buffers: small inputs are copied into them (cheaper
+        # than taking an array's address), so their pointers are set once, here.
+        E, S, D = self._E, self._S, self._D
+        self._st_obs = np.zeros((E, S), np.float32)      # (N, S)
+        self._st_final = np.zeros((E, S), np.float32)    # (N, S)
+        self._st_rew = np.zeros(E, np.float32)           # (N,)
+        self._st_term = np.zeros(E, np.uint8)            # (N,)
+        self._st_trunc = np.zeros(E, np.uint8)           # (N,)
+        self._st_act = np.zeros((E, D), np.int32)        # (N, D)
+        self._st_addr = {k: getattr(self, "_st_" + k).ctypes.data
+                         for k in ("obs", "final", "rew", "term", "trunc", "act")}
+        self._step_args.actions = self._st_addr["act"]
+        self._step_ref = ctypes.byref(self._step_args)
+        self._step_fn = self._fn.step
+        self._obs_shapes = ((E, S), (S,)) if E == 1 else ((E, S),)
+        self._vec_shapes = ((E,), ()) if E == 1 else ((E,),)
         self._batch = _abi.FhdBatch()
         self._batch.struct_size = ctypes.sizeof(_abi.FhdBatch)
         self._tensors = None
@@ -222,6 +243,9 @@ class Learner:
             a = np.asarray(a)
         single = isinstance(a, np.ndarray) and a.ndim == 1
         if single:
+            if a.shape != (self._S,):  # report the caller's shape, not the reshaped one
+                raise ValueError(_arrays.shape_message(
+                    "obs", "float32", ((None, self._S), (self._S,)), a.shape))
             a = a.reshape(1, -1)
         a = _arrays.float_input(a, "obs", (None, self._S), self.strict)
         n = a.shape[0]
@@ -291,31 +315,151 @@ class Learner:
         whose episode ended (terminated or truncated) after an auto-reset, obs[i] is the first
         observation of the new episode and final_obs[i] the last of the old one; rows of
         final_obs for envs that did not end are ignored. Without final_obs, obs[i] is used as
-        the next observation. The training done by the call is in last_train_stats."""
-        strict, S = self.strict, self._S
-        o = _arrays.float_input(obs, "obs", (None, S), strict)
-        n = o.shape[0]
-        if n > _U32_MAX:
-            raise ValueError(f"obs: {n} rows; at most {_U32_MAX}")
+        the next observation. The training done by the call is in last_train_stats.
+
+        With num_envs == 1 it also takes what a single Gymnasium env returns: obs (S,), a
+        Python (or numpy) scalar reward, bools terminated / truncated, final_obs (S,); then
+        the actions come back as (D,), as act() does for an (S,) observation.
+
+        Inputs of at most STEP_COPY_MAX_BYTES are copied into the learner's own buffers
+        (one copy, no allocation); larger float32 C-contiguous obs / final_obs are passed by
+        address. With strict=True every input must already have the exact dtype."""
+        if self.strict:
+            return self._step_strict(obs, rewards, terminated, truncated, final_obs, out)
+        args = self._step_args
+        single = self._stage_obs(obs, "obs", self._st_obs, "obs")
         if rewards is None:
-            extra = [k for k, v in (("terminated", terminated), ("truncated", truncated),
-                                    ("final_obs", final_obs)) if v is not None]
-            if extra:
+            if terminated is not None or truncated is not None or final_obs is not None:
+                extra = [k for k, v in (("terminated", terminated), ("truncated", truncated),
+                                        ("final_obs", final_obs)) if v is not None]
                 raise ValueError(
                     f"step: {', '.join(extra)} given without rewards; the first call passes "
                     f"obs only"
                 )
+            args.rewards = args.terminated = args.truncated = args.final_obs = None
+        else:
+            if terminated is None or truncated is None:
+                raise ValueError("step: rewards given; terminated and truncated are required too")
+            self._stage_vec(rewards, "rewards", self._st_rew, False)
+            self._stage_vec(terminated, "terminated", self._st_term, True)
+            self._stage_vec(truncated, "truncated", self._st_trunc, True)
+            a = self._st_addr
+            args.rewards, args.terminated, args.truncated = a["rew"], a["term"], a["trunc"]
+            if final_obs is None:
+                args.final_obs = None
+            else:
+                self._stage_obs(final_obs, "final_obs", self._st_final, "final")
+        if out is not None:
+            shape = (self._D,) if single else (self._E, self._D)
+            out = _arrays.output(out, "out", _arrays.INT32, shape)
+            args.actions = out.ctypes.data
+        with self._lock:
+            if self._handle is None:
+                raise LearnerClosedError("step")
+            if _call_hook is not None:
+                _call_hook("step", args)
+            rc = self._step_fn(self._h, self._step_ref)
+            if out is not None:
+                args.actions = self._st_addr["act"]
+            if rc != _abi.OK:
+                raise self._fail(rc)
+            if out is not None:
+                return out
+            return self._st_act[0].copy() if single else self._st_act.copy()
+
+    def _stage_obs(self, x, name, buf, key):
+        """Point step's `name` field at observations x: (N, S), or (S,) when N == 1. Returns
+        whether x was a single (S,) observation."""
+        shapes = self._obs_shapes
+        if type(x) is not np.ndarray:
+            x = _arrays.as_real_array(x, name, shapes)
+        shape = x.shape
+        if shape not in shapes:
+            hint = (f" (num_envs is {self._E})" if len(shape) == 2 and shape[1] == self._S
+                    else "")
+            raise ValueError(_arrays.shape_message(name, "float32", shapes, shape) + hint)
+        if (x.dtype is _arrays.FLOAT32 and x.nbytes > STEP_COPY_MAX_BYTES
+                and x.flags.c_contiguous and x.flags.aligned):
+            addr = x.ctypes.data
+        else:
+            try:
+                np.copyto(buf, x.reshape(buf.shape), casting="same_kind")
+            except TypeError:
+                raise TypeError(
+                    f"{name}: expected dtype float32 with shape "
+                    f"{_arrays.fmt_shapes(shapes)}, got {x.dtype} (only real number dtypes "
+                    f"are converted)"
+                ) from None
+            addr = self._st_addr[key]
+        if key == "obs":
+            self._step_args.obs = addr
+        else:
+            self._step_args.final_obs = addr
+        return len(shape) == 1
+
+    def _stage_vec(self, x, name, buf, flag):
+        """Copy rewards (N,) / flags (N,) into buf; a scalar is accepted when N == 1."""
+        t = type(x)
+        if self._E == 1 and (t is float or t is bool or t is int):
+            if flag and t is float:
+                raise TypeError(f"{name}: expected a bool (or 0/1), got float {x!r}")
+            buf[0] = x
+            return
+        if (t is list or t is tuple) and len(x) == self._E and self._E <= 64:
+            kinds = (bool, int) if flag else (float, int, bool)
+            if all(type(v) in kinds for v in x):  # Python scalars: no array needed
+                if flag and not all(v == 0 or v == 1 for v in x):
+                    raise ValueError(f"{name}: values must be 0 or 1")
+                buf[:] = x
+                return
+        shapes = self._vec_shapes
+        if t is not np.ndarray:
+            x = _arrays.as_real_array(x, name, shapes)
+        if x.shape not in shapes:
+            raise ValueError(
+                _arrays.shape_message(name, "bool or uint8" if flag else "float32", shapes,
+                                      x.shape))
+        k = x.dtype.kind
+        if flag:
+            if k == "b" or x.dtype is _arrays.UINT8:
+                np.copyto(buf, x, casting="unsafe")
+                return
+            if k not in "iu":
+                raise TypeError(
+                    f"{name}: expected dtype bool or uint8 with shape "
+                    f"{_arrays.fmt_shapes(shapes)}, got {x.dtype}")
+            if x.size and not np.all((x == 0) | (x == 1)):
+                raise ValueError(f"{name}: values must be 0 or 1")
+            np.copyto(buf, x, casting="unsafe")
+            return
+        if k not in "fiub":
+            raise TypeError(
+                f"{name}: expected dtype float32 with shape {_arrays.fmt_shapes(shapes)}, "
+                f"got {x.dtype} (only real number dtypes are converted)")
+        np.copyto(buf, x, casting="unsafe")
+
+    def _step_strict(self, obs, rewards, terminated, truncated, final_obs, out):
+        """step() with strict=True: inputs pass by address and must need no conversion."""
+        S = self._S
+        single = isinstance(obs, np.ndarray) and obs.ndim == 1 and self._E == 1
+        o = _arrays.float_input(obs.reshape(1, S) if single and obs.shape == (S,) else obs,
+                                "obs", (None, S), True)
+        n = o.shape[0]
+        if rewards is None:
+            if terminated is not None or truncated is not None or final_obs is not None:
+                raise ValueError("step: terminated, truncated or final_obs given without "
+                                 "rewards; the first call passes obs only")
             r = te = tr = fo = None
         else:
             if terminated is None or truncated is None:
                 raise ValueError("step: rewards given; terminated and truncated are required too")
-            r = _arrays.float_input(rewards, "rewards", (n,), strict)
-            te = _arrays.flag_input(terminated, "terminated", (n,), strict)
-            tr = _arrays.flag_input(truncated, "truncated", (n,), strict)
-            fo = None
-            if final_obs is not None:
-                fo = _arrays.float_input(final_obs, "final_obs", (n, S), strict)
-        actions = _arrays.output(out, "out", _arrays.INT32, (n, self._D))
+            r = _arrays.float_input(rewards, "rewards", (n,), True)
+            te = _arrays.flag_input(terminated, "terminated", (n,), True)
+            tr = _arrays.flag_input(truncated, "truncated", (n,), True)
+            fo = None if final_obs is None else _arrays.float_input(
+                final_obs, "final_obs", (n, S), True)
+        actions = _arrays.output(out, "out", _arrays.INT32,
+                                 (self._D,) if single else (n, self._D))
         with self._lock:
             self._check_open("step")
             args = self._step_args
@@ -329,6 +473,8 @@ class Learner:
             if _call_hook is not None:
                 _call_hook("step", args)
             rc = self._fn.step(self._h, args)
+            args.num_envs = self._E
+            args.actions = self._st_addr["act"]
             if rc != _abi.OK:
                 raise self._fail(rc)
         return actions

@@ -70,7 +70,13 @@ def test_step_and_train_batch_outputs(make_learner, rng, calls):
     assert calls[-1][1]["rewards"] is None
     final = rng.standard_normal((1, 4)).astype(np.float32)
     learner.step(obs, np.ones(1, np.float32), np.ones(1, bool), np.zeros(1, bool), final, out=out)
-    assert calls[-1][1]["final_obs"] == final.ctypes.data
+    # small inputs are copied into the learner's own step buffers: fixed addresses, same values
+    f = calls[-1][1]
+    assert f["final_obs"] == learner._st_addr["final"] != final.ctypes.data
+    assert f["obs"] == learner._st_addr["obs"]
+    np.testing.assert_array_equal(learner._st_final, final)
+    np.testing.assert_array_equal(learner._st_obs, obs)
+    assert learner._st_term[0] == 1 and learner._st_trunc[0] == 0 and learner._st_rew[0] == 1
 
     b = learner.batch_size
     td = np.zeros((b, 1), np.float32)
@@ -84,6 +90,21 @@ def test_step_and_train_batch_outputs(make_learner, rng, calls):
     assert f["td_errors"] == td.ctypes.data and f["targets"] == y.ctypes.data
     assert f["obs"] == o.ctypes.data and f["next_obs"] == o.ctypes.data
     assert f["discounts"] is None and f["weights"] is None
+
+
+def test_step_passes_large_observations_by_address(make_learner, rng, calls):
+    s = learner_mod.STEP_COPY_MAX_BYTES // 4 + 1  # one float past the copy limit
+    learner = make_learner(obs_dim=s, hidden=[4])
+    obs = rng.standard_normal((1, s)).astype(np.float32)
+    learner.step(obs)
+    assert calls[-1][1]["obs"] == obs.ctypes.data
+    final = rng.standard_normal(s).astype(np.float32)  # (S,): a view of the same memory
+    learner.step(obs[0], 0.5, True, False, final)
+    assert calls[-1][1]["obs"] == obs.ctypes.data and calls[-1][1]["final_obs"] == final.ctypes.data
+    # float64 is converted into the learner's buffer, whatever its size
+    learner.step(obs.astype(np.float64), 0.5, False, False)
+    assert calls[-1][1]["obs"] == learner._st_addr["obs"]
+    np.testing.assert_array_equal(learner._st_obs, obs)
 
 
 def test_get_tensor_out(make_learner):
@@ -173,8 +194,22 @@ def test_misaligned_input_is_copied_or_refused(make_learner, library, small_conf
          TypeError, "terminated: expected dtype bool or uint8"),
         (lambda L: L.observe(np.zeros((1, 4)), [2**40], [0.0], np.zeros((1, 4)), [0], [0]),
          ValueError, "actions: values do not fit in int32"),
-        (lambda L: L.step(np.zeros((1, 4)), [0.0], [0], [0], final_obs=np.zeros(4)),
-         ValueError, r"final_obs: .*\(1, 4\)"),
+        (lambda L: L.step(np.zeros((1, 4)), [0.0], [0], [0], final_obs=np.zeros(5)),
+         ValueError, r"final_obs: .*shape \(1, 4\) or \(4,\), got shape \(5,\)$"),
+        (lambda L: L.step(np.zeros(5)), ValueError,
+         r"obs: .*shape \(1, 4\) or \(4,\), got shape \(5,\)$"),
+        (lambda L: L.act(np.zeros(5)), ValueError,
+         r"obs: .*shape \(N, 4\) or \(4,\), got shape \(5,\)$"),
+        (lambda L: L.step(np.zeros((1, 5))), ValueError, r"obs: .*got shape \(1, 5\)$"),
+        (lambda L: L.step(np.zeros(4), [0.0, 1.0], False, False), ValueError,
+         r"rewards: .*shape \(1,\) or \(\), got shape \(2,\)$"),
+        (lambda L: L.step(np.zeros(4), 0.0, 0.5, False), TypeError,
+         r"terminated: expected a bool \(or 0/1\), got float 0.5"),
+        (lambda L: L.step(np.zeros(4), 0.0, [2], False), ValueError,
+         r"terminated: values must be 0 or 1"),
+        (lambda L: L.step(np.zeros(4, np.complex64)), TypeError, r"obs: expected dtype float32"),
+        (lambda L: L.step(np.zeros(4), "x", False, False), TypeError,
+         r"rewards: expected dtype float32"),
         (lambda L: L.train_batch(np.zeros((8, 4)), np.zeros(8, np.int32), np.zeros(8),
                                  np.zeros((8, 4)), np.zeros(8, bool), weights=np.zeros(7)),
          ValueError, r"weights: .*\(8,\)"),

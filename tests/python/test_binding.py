@@ -3,7 +3,11 @@ tensors. Values are checked against a numpy forward pass of the learner's own te
 
 import ctypes
 import json
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -363,3 +367,47 @@ def test_one_learner_from_several_threads(make_learner, rng):
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_step_takes_what_a_single_gym_env_returns(make_learner, rng):
+    """(S,) observations and Python scalars, as gymnasium.Env.step returns them, give the same
+    learner state as the batched (1, S) / one-element-array form."""
+    a, b = make_learner(), make_learner()
+    obs = rng.standard_normal((40, 4))  # float64, as many envs return
+    rew = rng.standard_normal(40)
+    ends = rng.random(40) < 0.2
+    act_a = a.step(obs[0])
+    act_b = b.step(obs[0:1].astype(np.float32))
+    assert act_a.shape == (1,) and act_b.shape == (1, 1)
+    for t in range(1, 40):
+        te, tr = bool(ends[t]), bool(ends[t] and t % 2)
+        final = obs[t] * 2 if te or tr else None
+        act_a = a.step(obs[t], float(rew[t]), te, tr, final)
+        act_b = b.step(obs[t:t + 1].astype(np.float32), np.array([rew[t]], np.float32),
+                       np.array([te]), np.array([tr]),
+                       None if final is None else final[None].astype(np.float32))
+        assert act_a.dtype == np.int32 and act_a.shape == (1,)
+        assert act_a[0] == act_b[0, 0]
+    ma, mb = a.metrics(), b.metrics()
+    assert ma["env_steps"] == mb["env_steps"] == 39 and ma["updates"] == mb["updates"] > 0
+    assert ma["episodes"] == mb["episodes"] == int(ends[1:].sum())
+    np.testing.assert_array_equal(a.get_tensor("online.torso.0.weight"),
+                                  b.get_tensor("online.torso.0.weight"))
+    # numpy scalars and 0-d arrays are scalars too; the returned actions are fresh arrays
+    r1 = a.step(obs[0], np.float32(1.0), np.bool_(False), np.array(False))
+    r2 = a.step(obs[1], 1, 0, 0)
+    assert not np.shares_memory(r1, r2)
+
+
+@pytest.mark.skipif(not os.environ.get("FHD_EXPECT_PACKAGED"),
+                    reason="only when testing an installed wheel (run_wheel_test.sh)")
+def test_installed_package(library):
+    """The wheel's own library is the one found first, and its fhd-host runs against it."""
+    pkg = Path(foxhunt_dqn.__file__).resolve().parent
+    assert "site-packages" in str(pkg)
+    assert library.path.resolve() == pkg / "libfoxhunt_dqn.so"
+    assert (pkg / "manifest.json").read_text() == library.manifest_text()
+    host = Path(sys.executable).parent / "foxhunt-dqn-host"
+    r = subprocess.run([str(host), "info"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert str(pkg / "libfoxhunt_dqn.so") in r.stdout + r.stderr

@@ -33,6 +33,16 @@ def test_missing_library_env(monkeypatch, tmp_path):
     assert "FOXHUNT_DQN_LIBRARY" in str(ei.value)
 
 
+def test_library_env_names_a_directory(monkeypatch, library, tmp_path):
+    monkeypatch.setenv("FOXHUNT_DQN_LIBRARY", str(library.path.parent))
+    assert foxhunt_dqn.find_library() == library.path.parent / "libfoxhunt_dqn.so"
+    assert foxhunt_dqn.load_library() is library
+    monkeypatch.setenv("FOXHUNT_DQN_LIBRARY", str(tmp_path))  # a directory without it
+    with pytest.raises(foxhunt_dqn.LibraryNotFoundError,
+                       match="FOXHUNT_DQN_LIBRARY=.*holds no libfoxhunt_dqn.so"):
+        foxhunt_dqn.load_library()
+
+
 def test_not_a_library(tmp_path):
     bogus = tmp_path / "libfoxhunt_dqn.so"
     bogus.write_text("not an ELF file")
@@ -206,8 +216,13 @@ def test_flags_must_be_0_or_1(make_learner):
 def test_size_mismatch_from_library(make_learner):
     learner = make_learner(num_envs=2)
     z = np.zeros((3, 4), np.float32)
-    with pytest.raises(foxhunt_dqn.SizeMismatch) as ei:
+    # step knows num_envs: the binding says it before the library is called
+    with pytest.raises(ValueError, match=r"obs: .*shape \(2, 4\), got shape \(3, 4\) "
+                                         r"\(num_envs is 2\)"):
         learner.step(z)
+    with pytest.raises(foxhunt_dqn.SizeMismatch) as ei:
+        learner.observe(z, np.zeros(3, np.int32), np.zeros(3), z, np.zeros(3, bool),
+                        np.zeros(3, bool))
     assert "num_envs" in ei.value.message
     b = learner.batch_size + 1
     with pytest.raises(foxhunt_dqn.SizeMismatch, match="batch_size"):

@@ -282,3 +282,37 @@ def test_progress_bar_on_a_terminal():
     assert text.count("\r[") == 12 and text.endswith("\n")
     assert "[########################] 100.0% 100/100 steps" in text
     assert "return(avg100) 12.5 | eps 0.500 | loss 0.25" in text
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_make_vec_env_trains_and_evaluates(library, mode):
+    """gym.make_vec's spec carries num_envs / vector_kwargs, which CartPoleEnv does not take:
+    the evaluation env is built from the single env's spec."""
+    vec = gymnasium.make_vec("CartPole-v1", 2, mode,
+                             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    spec = fgym.single_env_spec(vec)
+    assert spec.id == "CartPole-v1" and "num_envs" not in spec.kwargs
+    learner, hist = fgym.train(vec, config=dict(FAST, learning_starts=50), total_steps=200,
+                               eval_episodes=2, progress=False, library=library)
+    with learner:
+        assert hist["eval_error"] is None and hist["eval_episodes"] == 2
+        assert 8 <= hist["eval_mean"] <= 500
+        assert learner.metrics()["env_steps"] == 200
+    vec.close()
+
+
+def test_failed_evaluation_keeps_the_trained_learner(library, tmp_path):
+    save = tmp_path / "run.safetensors"
+    bad_eval = CountEnv(action_space=spaces.Discrete(5))  # 5 actions: the learner has 3
+    with pytest.warns(RuntimeWarning, match="final evaluation failed"):
+        learner, hist = fgym.train(CountEnv(), config=FAST, total_steps=60, eval_episodes=2,
+                                   eval_env=bad_eval, progress=False, library=library,
+                                   save=save)
+    with learner:
+        assert "actions [5]" in hist["eval_error"] and hist["eval_mean"] is None
+        assert learner.metrics()["env_steps"] == 60
+        assert save.is_file() and hist["saved"] == str(save)
+        with foxhunt_dqn.Learner(learner.config, library=library) as again:
+            again.load(save)
+            np.testing.assert_array_equal(again.get_tensor("online.torso.0.weight"),
+                                          learner.get_tensor("online.torso.0.weight"))
