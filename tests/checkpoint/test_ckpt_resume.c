@@ -357,10 +357,20 @@ static void test_layout(void) {
     }
     const char *lv = json_string_value(json_object_get(m, "library_version"));
     CHECK(lv && strlen(lv) >= 5, "library_version %s", lv ? lv : "(missing)");
+    /* the recorded config has every key of the manifest's schema */
     json_t *cfg = json_loads(json_string_value(json_object_get(m, "config")), 0, NULL);
-    CHECK(cfg && json_integer_value(json_object_get(cfg, "n_step")) == 3 &&
-              json_object_size(cfg) == 38,
-          "config in the metadata");
+    json_t *manifest = json_loads(api->manifest(), 0, NULL);
+    json_t *schema = json_object_get(manifest, "config_schema");
+    CHECK(cfg && json_integer_value(json_object_get(cfg, "n_step")) == 3 && schema &&
+              json_object_size(cfg) == json_object_size(schema),
+          "config in the metadata: %zu keys, the schema %zu", cfg ? json_object_size(cfg) : 0,
+          schema ? json_object_size(schema) : 0);
+    const char *skey;
+    json_t *sval;
+    json_object_foreach(schema, skey, sval) {
+        CHECK(cfg && json_object_get(cfg, skey), "the recorded config lacks %s", skey);
+    }
+    json_decref(manifest);
     json_decref(cfg);
     /* metadata checksum recomputed independently */
     const char *stored = json_string_value(json_object_get(m, "checksum.__metadata__"));
