@@ -175,6 +175,12 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
         fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory");
         return FHD_ERR_OUT_OF_MEMORY;
     }
+    if (cfg.num_conv > 0 || cfg.obs_dtype == FHD_OBS_UINT8) { /* the next commits add them */
+        fhd__error_set(err, FHD_ERR_NOT_IMPLEMENTED, cfg.num_conv ? "$.conv" : "$.obs_dtype",
+                       "%s: not implemented in this build yet",
+                       cfg.num_conv ? "$.conv" : "$.obs_dtype");
+        return FHD_ERR_NOT_IMPLEMENTED;
+    }
     L->cfg = cfg;
     L->backend_requested = cfg.backend;
     if (fhd__layout_init(&L->lo, &cfg) != 0) {
