@@ -36,6 +36,9 @@ typedef struct fhd__host_batch {
     const float *weights;   /* (B) importance weights */
     float *td;              /* optional out (B, D) */
     float *y;               /* optional out (B) */
+    /* obs_dtype "uint8" (then obs and next_obs are NULL): rows of S bytes */
+    const uint8_t *obs_u8;      /* (B, S) */
+    const uint8_t *next_obs_u8; /* (B, S) */
 } fhd__host_batch;
 
 /* State that is not a float tensor of the layout. */
@@ -70,6 +73,8 @@ typedef enum {
                                  * which a checkpoint restores beside them) as it was */
     FHD_STATE_LAST_INDICES,     /* (B) uint32 replay slots sampled by the last train update (read only) */
     FHD_STATE_LAST_WEIGHTS,     /* (B) IS weights of the last train update (read only) */
+    FHD_STATE_REPLAY_OBS_U8,      /* (capacity, S) uint8, obs_dtype "uint8" */
+    FHD_STATE_REPLAY_NEXT_OBS_U8, /* (capacity, S) uint8, obs_dtype "uint8" */
 } fhd__state_kind;
 
 typedef struct fhd__backend_ops {
@@ -118,6 +123,16 @@ typedef struct fhd__backend_ops {
      * get_scalars and latest_stats are exact. Never used in the training loop: checkpoints
      * call it to take a consistent snapshot. */
     int32_t (*finish)(fhd__backend *b);
+
+    /* (optional; NULL: float32 observations only, and the front refuses obs_dtype "uint8"
+     * for this backend) q_values and replay_add for uint8 observation rows of S bytes; the
+     * network sees obs_scale * obs. train_batch then reads the host batch's obs_u8 and
+     * next_obs_u8. */
+    int32_t (*q_values_u8)(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                           int32_t *greedy);
+    int32_t (*replay_add_u8)(fhd__backend *b, uint32_t n, const uint8_t *obs,
+                             const int32_t *actions, const float *returns,
+                             const uint8_t *next_obs, const float *disc);
 } fhd__backend_ops;
 
 /* The CPU reference backend (plugin/cpu). */
@@ -131,6 +146,8 @@ typedef const fhd__backend_ops *(*fhd__cuda_module_get_ops_fn)(uint32_t ops_vers
 
 /* Element size in bytes of a state kind. */
 static inline size_t fhd__state_elem_size(int kind) {
+    if (kind == FHD_STATE_REPLAY_OBS_U8 || kind == FHD_STATE_REPLAY_NEXT_OBS_U8)
+        return 1;
     return (kind == FHD_STATE_REPLAY_PRIORITY) ? 8 : 4;
 }
 

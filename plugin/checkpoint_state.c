@@ -118,8 +118,13 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
         add_field(&b, "replay.pos", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_REPLAY_POS, 1);
         add_field(&b, "replay.size", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_REPLAY_SIZE, 1);
         add_field(&b, "replay.max_priority_q", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_REPLAY_MAXQ, 1);
-        add_backend(&b, "replay.obs", FHD_CK_F32, 2, N, S, FHD_STATE_REPLAY_OBS, 0, 1, 1);
-        add_backend(&b, "replay.next_obs", FHD_CK_F32, 2, N, S, FHD_STATE_REPLAY_NEXT_OBS, 0, 1, 1);
+        /* observations in the learner's dtype (obs_dtype "uint8": U8, a quarter of the bytes) */
+        const int u8 = cfg->obs_dtype == FHD_OBS_UINT8;
+        const int obs_dt = u8 ? FHD_CK_U8 : FHD_CK_F32;
+        add_backend(&b, "replay.obs", obs_dt, 2, N, S,
+                    u8 ? FHD_STATE_REPLAY_OBS_U8 : FHD_STATE_REPLAY_OBS, 0, 1, 1);
+        add_backend(&b, "replay.next_obs", obs_dt, 2, N, S,
+                    u8 ? FHD_STATE_REPLAY_NEXT_OBS_U8 : FHD_STATE_REPLAY_NEXT_OBS, 0, 1, 1);
         add_backend(&b, "replay.actions", FHD_CK_I32, 2, N, D, FHD_STATE_REPLAY_ACTIONS, 0, 1, 1);
         add_backend(&b, "replay.returns", FHD_CK_F32, 1, N, 0, FHD_STATE_REPLAY_RETURNS, 0, 1, 1);
         add_backend(&b, "replay.discounts", FHD_CK_F32, 1, N, 0, FHD_STATE_REPLAY_DISC, 0, 1, 1);
@@ -127,13 +132,13 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
             add_backend(&b, "replay.priorities", FHD_CK_U64, 1, N, 0, FHD_STATE_REPLAY_PRIORITY, 0,
                         1, 1);
         /* n-step staging rings */
-        add_field(&b, "staging.obs", FHD_CK_F32, 3, E, n, S, FHD_CKF_ST_OBS, 1);
+        add_field(&b, "staging.obs", obs_dt, 3, E, n, S, FHD_CKF_ST_OBS, 1);
         add_field(&b, "staging.actions", FHD_CK_I32, 3, E, n, D, FHD_CKF_ST_ACT, 1);
         add_field(&b, "staging.rewards", FHD_CK_F32, 2, E, n, 0, FHD_CKF_ST_REW, 1);
         add_field(&b, "staging.head", FHD_CK_U32, 1, E, 0, 0, FHD_CKF_ST_HEAD, 1);
         add_field(&b, "staging.length", FHD_CK_U32, 1, E, 0, 0, FHD_CKF_ST_LEN, 1);
         /* step(): the previous call and the running episodes */
-        add_field(&b, "step.prev_obs", FHD_CK_F32, 2, E, S, 0, FHD_CKF_PREV_OBS, 1);
+        add_field(&b, "step.prev_obs", obs_dt, 2, E, S, 0, FHD_CKF_PREV_OBS, 1);
         add_field(&b, "step.prev_actions", FHD_CK_I32, 2, E, D, 0, FHD_CKF_PREV_ACT, 1);
         add_field(&b, "step.have_prev", FHD_CK_U8, 0, 0, 0, 0, FHD_CKF_HAVE_PREV, 1);
         add_field(&b, "step.episode_return", FHD_CK_F64, 1, E, 0, 0, FHD_CKF_EP_RETURN, 1);

@@ -40,15 +40,22 @@ struct fhd__backend {
     float *q, *qt, *qsel, *dq;           /* (B, KT) */
     float *da, *db;                      /* (B, max_width) backward ping-pong */
     float *y, *td, *sn_tmp;              /* (B), (B, D), (max_width) */
-    /* gathered batch */
-    float *g_obs, *g_next, *g_ret, *g_disc, *g_w; /* (B, S), (B, S), (B), (B), (B) */
+    /* network inputs obs_scale * obs when they are not the rows themselves (uint8, or a scale
+     * other than 1): xin (2B, S) for online(s) [and online(s')], xin2 (B, S) for the rest */
+    float *xin, *xin2;
+    float scale;
+    /* gathered batch: observation rows of ob bytes (the learner's dtype) */
+    uint64_t ob;
+    unsigned char *g_obs, *g_next;           /* (B, S) each, g_next = g_obs + B rows */
+    float *g_ret, *g_disc, *g_w;             /* (B), (B), (B) */
     int32_t *g_act;                               /* (B, D) */
     uint32_t *idx;                                /* (B) */
     uint64_t *prio, *rand64;                      /* (B) */
 
     /* replay ring */
     uint32_t capacity;
-    float *r_obs, *r_next, *r_ret, *r_disc; /* (N, S), (N, S), (N), (N) */
+    unsigned char *r_obs, *r_next; /* (N, S) each, the learner's dtype */
+    float *r_ret, *r_disc;         /* (N), (N) */
     int32_t *r_act;                          /* (N, D) */
     fhd__sumtree tree;                       /* prioritized only */
     uint64_t pos, size, max_q;
@@ -93,6 +100,8 @@ static void cpu_destroy(fhd__backend *b) {
     free(b->y);
     free(b->td);
     free(b->sn_tmp);
+    free(b->xin);
+    free(b->xin2);
     free(b->g_obs);
     free(b->g_ret);
     free(b->g_disc);
@@ -150,8 +159,14 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->y = (float *)xalloc(B, sizeof(float), &ok);
     b->td = (float *)xalloc((size_t)B * D, sizeof(float), &ok);
     b->sn_tmp = (float *)xalloc(W, sizeof(float), &ok);
-    b->g_obs = (float *)xalloc((size_t)2 * B * S, sizeof(float), &ok);
-    b->g_next = b->g_obs + (size_t)B * S;
+    b->ob = fhd__config_obs_bytes(cfg);
+    b->scale = fhd__config_obs_scale(cfg);
+    if (cfg->obs_dtype == FHD_OBS_UINT8 || b->scale != 1.0f) {
+        b->xin = (float *)xalloc((size_t)2 * B * S, sizeof(float), &ok);
+        b->xin2 = (float *)xalloc((size_t)B * S, sizeof(float), &ok);
+    }
+    b->g_obs = (unsigned char *)xalloc((size_t)2 * B, b->ob, &ok);
+    b->g_next = b->g_obs + (size_t)B * b->ob;
     b->g_ret = (float *)xalloc(B, sizeof(float), &ok);
     b->g_disc = (float *)xalloc(B, sizeof(float), &ok);
     b->g_w = (float *)xalloc(B, sizeof(float), &ok);
@@ -159,19 +174,20 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->idx = (uint32_t *)xalloc(B, sizeof(uint32_t), &ok);
     b->prio = (uint64_t *)xalloc(B, sizeof(uint64_t), &ok);
     b->rand64 = (uint64_t *)xalloc(B, sizeof(uint64_t), &ok);
-    b->r_obs = (float *)xalloc(N * S, sizeof(float), &ok);
-    b->r_next = (float *)xalloc(N * S, sizeof(float), &ok);
+    b->r_obs = (unsigned char *)xalloc(N, b->ob, &ok);
+    b->r_next = (unsigned char *)xalloc(N, b->ob, &ok);
     b->r_ret = (float *)xalloc(N, sizeof(float), &ok);
     b->r_disc = (float *)xalloc(N, sizeof(float), &ok);
     b->r_act = (int32_t *)xalloc(N * D, sizeof(int32_t), &ok);
     if (ok && cfg->replay == FHD_REPLAY_PRIORITIZED && fhd__sumtree_init(&b->tree, b->capacity))
         ok = 0;
     if (!ok) {
-        uint64_t bytes = (2 * N * S + 2 * N + N * D) * 4 + 5 * P * 4;
+        uint64_t bytes = 2 * N * b->ob + (2 * N + N * D) * 4 + 5 * P * 4;
         snprintf(msg, msg_cap,
-                 "cpu backend: out of memory: replay_capacity %u x obs_dim %u and %llu parameters "
-                 "need about %.1f MiB",
-                 cfg->replay_capacity, S, (unsigned long long)P, (double)bytes / 1048576.0);
+                 "cpu backend: out of memory: replay_capacity %u x obs_dim %u (%llu bytes each) "
+                 "and %llu parameters need about %.1f MiB",
+                 cfg->replay_capacity, S, (unsigned long long)b->ob, (unsigned long long)P,
+                 (double)bytes / 1048576.0);
         cpu_destroy(b);
         return FHD_ERR_OUT_OF_MEMORY;
     }
@@ -251,10 +267,31 @@ static void sn_prepare(fhd__backend *b, int train, int nets) {
     }
 }
 
-/* Forward n <= B rows of x (n, S) through network `net`; q (n, KT). When keep, activations
- * stay in b->h (online(s) of the update); otherwise the ping-pong buffers are used. */
-static void net_forward(fhd__backend *b, int net, const float *x, uint32_t n, float *q, int keep) {
+/* Network input (n, S) = scale * rows (n observation rows of the learner's dtype): the rows
+ * themselves for float32 at scale 1, else converted into dst. */
+static const float *as_input(const fhd__backend *b, const void *rows, uint32_t n, float *dst) {
+    const uint64_t m = (uint64_t)n * b->lo.S;
+    if (b->cfg.obs_dtype == FHD_OBS_UINT8) {
+        const uint8_t *u = (const uint8_t *)rows;
+        for (uint64_t i = 0; i < m; i++)
+            dst[i] = b->scale * (float)u[i];
+        return dst;
+    }
+    if (b->scale == 1.0f)
+        return (const float *)rows;
+    for (uint64_t i = 0; i < m; i++)
+        dst[i] = b->scale * ((const float *)rows)[i];
+    return dst;
+}
+
+/* Forward n rows (observation rows of the learner's dtype; n <= 2B when keep, else <= B)
+ * through network `net`; q (n, KT). When keep, activations stay in b->h (online(s) of the
+ * update); otherwise the ping-pong buffers are used. Returns the network input (n, S) that
+ * layer 0 read (the backward's x). */
+static const float *net_forward(fhd__backend *b, int net, const void *rows, uint32_t n, float *q,
+                                int keep) {
     const fhd__layout *lo = &b->lo;
+    const float *x = as_input(b, rows, n, keep ? b->xin : b->xin2);
     const float *in = x;
     for (uint32_t l = 0; l <= lo->L; l++) {
         const fhd__layer *ly = &lo->layers[l];
@@ -264,6 +301,7 @@ static void net_forward(fhd__backend *b, int net, const float *x, uint32_t n, fl
         in = out;
     }
     fhd__head_combine(q, in, lo, n);
+    return x;
 }
 
 /* The update on the batch in the g_* buffers (or pointers in hb). td (B, D) receives the TD
@@ -272,19 +310,22 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
     const fhd__layout *lo = &b->lo;
     const fhd__config *c = &b->cfg;
     const uint32_t B = hb->B;
+    const void *obs = hb->obs_u8 ? (const void *)hb->obs_u8 : (const void *)hb->obs;
+    const void *next = hb->next_obs_u8 ? (const void *)hb->next_obs_u8 : (const void *)hb->next_obs;
+    const float *x0; /* the network input of online(s), for layer 0's backward */
     sn_prepare(b, 1, 2);
     const float *sel = b->qt;
     if (c->double_dqn) {
-        if (hb->obs != b->g_obs) {
-            memcpy(b->g_obs, hb->obs, sizeof(float) * B * lo->S);
-            memcpy(b->g_next, hb->next_obs, sizeof(float) * B * lo->S);
+        if (obs != (const void *)b->g_obs) {
+            memcpy(b->g_obs, obs, b->ob * B);
+            memcpy(b->g_next, next, b->ob * B);
         }
-        net_forward(b, 0, b->g_obs, 2 * B, b->q, 1);
+        x0 = net_forward(b, 0, b->g_obs, 2 * B, b->q, 1);
         sel = b->q + (size_t)B * lo->KT;
     } else {
-        net_forward(b, 0, hb->obs, B, b->q, 1);
+        x0 = net_forward(b, 0, obs, B, b->q, 1);
     }
-    net_forward(b, 1, hb->next_obs, B, b->qt, 0);
+    net_forward(b, 1, next, B, b->qt, 0);
     fhd__td_target(b->y, hb->rewards, hb->disc, b->qt, sel, lo, B);
     fhd__loss_params lp = {c->loss == FHD_LOSS_HUBER, (float)c->huber_delta, (float)c->cql_alpha};
     float td_abs, q_mean;
@@ -295,7 +336,7 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
     fhd__head_combine_backward(dy, b->dq, lo, B);
     for (int l = (int)lo->L; l >= 0; l--) {
         const fhd__layer *ly = &lo->layers[l];
-        const float *x = l == 0 ? hb->obs : b->h[l - 1];
+        const float *x = l == 0 ? x0 : b->h[l - 1];
         if (l < (int)lo->L)
             fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
         fhd__linear_backward(l > 0 ? dx : NULL, b->grad + ly->w_off, b->grad + ly->b_off, dy, x,
@@ -336,8 +377,8 @@ static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *
 
 /* ---- ABI-facing operations -------------------------------------------------------------- */
 
-static int32_t cpu_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
-                            int32_t *greedy) {
+static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *obs, float *q,
+                             int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
     fpmode fm = fpmode_enter();
     if (lo->num_sn && !b->eval_sn_fresh) { /* W_sn of the current weights, stored u, v */
@@ -346,7 +387,7 @@ static int32_t cpu_q_values(fhd__backend *b, uint32_t n, const float *obs, float
     }
     for (uint32_t r0 = 0; r0 < n; r0 += b->B) {
         uint32_t m = n - r0 < b->B ? n - r0 : b->B;
-        net_forward(b, 0, obs + (size_t)r0 * lo->S, m, b->qsel, 0);
+        net_forward(b, 0, obs + (size_t)r0 * b->ob, m, b->qsel, 0);
         if (q)
             memcpy(q + (size_t)r0 * lo->KT, b->qsel, sizeof(float) * m * lo->KT);
         if (greedy)
@@ -356,14 +397,25 @@ static int32_t cpu_q_values(fhd__backend *b, uint32_t n, const float *obs, float
     return FHD_OK;
 }
 
-static int32_t cpu_replay_add(fhd__backend *b, uint32_t n, const float *obs,
-                              const int32_t *actions, const float *returns,
-                              const float *next_obs, const float *disc) {
-    const uint32_t S = b->lo.S, D = b->lo.D;
+static int32_t cpu_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
+                            int32_t *greedy) {
+    return q_values_rows(b, n, (const unsigned char *)obs, q, greedy);
+}
+
+static int32_t cpu_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                               int32_t *greedy) {
+    return q_values_rows(b, n, obs, q, greedy);
+}
+
+static int32_t replay_add_rows(fhd__backend *b, uint32_t n, const unsigned char *obs,
+                               const int32_t *actions, const float *returns,
+                               const unsigned char *next_obs, const float *disc) {
+    const uint32_t D = b->lo.D;
+    const size_t ob = (size_t)b->ob;
     for (uint32_t i = 0; i < n; i++) {
         const uint64_t s = b->pos;
-        memcpy(b->r_obs + s * S, obs + (size_t)i * S, sizeof(float) * S);
-        memcpy(b->r_next + s * S, next_obs + (size_t)i * S, sizeof(float) * S);
+        memcpy(b->r_obs + s * ob, obs + (size_t)i * ob, ob);
+        memcpy(b->r_next + s * ob, next_obs + (size_t)i * ob, ob);
         memcpy(b->r_act + s * D, actions + (size_t)i * D, sizeof(int32_t) * D);
         b->r_ret[s] = returns[i];
         b->r_disc[s] = disc[i];
@@ -376,6 +428,19 @@ static int32_t cpu_replay_add(fhd__backend *b, uint32_t n, const float *obs,
     return FHD_OK;
 }
 
+static int32_t cpu_replay_add(fhd__backend *b, uint32_t n, const float *obs,
+                              const int32_t *actions, const float *returns,
+                              const float *next_obs, const float *disc) {
+    return replay_add_rows(b, n, (const unsigned char *)obs, actions, returns,
+                           (const unsigned char *)next_obs, disc);
+}
+
+static int32_t cpu_replay_add_u8(fhd__backend *b, uint32_t n, const uint8_t *obs,
+                                 const int32_t *actions, const float *returns,
+                                 const uint8_t *next_obs, const float *disc) {
+    return replay_add_rows(b, n, obs, actions, returns, next_obs, disc);
+}
+
 static float beta_at(const fhd__config *c, uint64_t u) {
     double f = (double)u / (double)c->per_beta_steps;
     if (f > 1.0)
@@ -386,7 +451,8 @@ static float beta_at(const fhd__config *c, uint64_t u) {
 /* Draw the batch of update `u` into the g_* buffers. */
 static float sample_batch(fhd__backend *b, uint64_t u) {
     const fhd__config *c = &b->cfg;
-    const uint32_t B = b->B, S = b->lo.S, D = b->lo.D;
+    const uint32_t B = b->B, D = b->lo.D;
+    const size_t ob = (size_t)b->ob;
     for (uint32_t j = 0; j < B; j++) {
         fhd__u32x4 r = fhd__rng_draw(c->seed, FHD_RNG_STREAM_SAMPLE, u, j);
         b->rand64[j] = ((uint64_t)r.v[0] << 32) | r.v[1];
@@ -413,8 +479,8 @@ static float sample_batch(fhd__backend *b, uint64_t u) {
     }
     for (uint32_t j = 0; j < B; j++) {
         const uint64_t s = b->idx[j];
-        memcpy(b->g_obs + (size_t)j * S, b->r_obs + s * S, sizeof(float) * S);
-        memcpy(b->g_next + (size_t)j * S, b->r_next + s * S, sizeof(float) * S);
+        memcpy(b->g_obs + (size_t)j * ob, b->r_obs + s * ob, ob);
+        memcpy(b->g_next + (size_t)j * ob, b->r_next + s * ob, ob);
         memcpy(b->g_act + (size_t)j * D, b->r_act + s * D, sizeof(int32_t) * D);
         b->g_ret[j] = b->r_ret[s];
         b->g_disc[j] = b->r_disc[s];
@@ -429,8 +495,18 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
     fpmode fm = fpmode_enter();
     for (uint32_t k = 0; k < num_updates; k++) {
         float beta = sample_batch(b, b->updates);
-        fhd__host_batch hb = {b->B,  b->g_obs, b->g_act, b->g_ret, b->g_next,
-                              b->g_disc, b->g_w, NULL, NULL};
+        const int u8 = c->obs_dtype == FHD_OBS_UINT8;
+        fhd__host_batch hb = {b->B,
+                              u8 ? NULL : (const float *)(void *)b->g_obs,
+                              b->g_act,
+                              b->g_ret,
+                              u8 ? NULL : (const float *)(void *)b->g_next,
+                              b->g_disc,
+                              b->g_w,
+                              NULL,
+                              NULL,
+                              u8 ? b->g_obs : NULL,
+                              u8 ? b->g_next : NULL};
         update(b, &hb, stats, beta);
         if (c->replay == FHD_REPLAY_PRIORITIZED) {
             const uint32_t D = b->lo.D;
@@ -471,8 +547,18 @@ static int32_t state_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t co
     case FHD_STATE_ADAM_M: base = b->adam_m; n = b->P; break;
     case FHD_STATE_ADAM_V: base = b->adam_v; n = b->P; break;
     case FHD_STATE_SN: base = b->sn; n = 2 * b->lo.sn_size; break;
-    case FHD_STATE_REPLAY_OBS: base = b->r_obs; n = N * b->lo.S; break;
-    case FHD_STATE_REPLAY_NEXT_OBS: base = b->r_next; n = N * b->lo.S; break;
+    case FHD_STATE_REPLAY_OBS:
+    case FHD_STATE_REPLAY_NEXT_OBS:
+    case FHD_STATE_REPLAY_OBS_U8:
+    case FHD_STATE_REPLAY_NEXT_OBS_U8:
+        if ((b->cfg.obs_dtype == FHD_OBS_UINT8) !=
+            (kind == FHD_STATE_REPLAY_OBS_U8 || kind == FHD_STATE_REPLAY_NEXT_OBS_U8))
+            return fail(b, FHD_ERR_NOT_FOUND,
+                                 "the replay stores observations of the other dtype");
+        base = (kind == FHD_STATE_REPLAY_OBS || kind == FHD_STATE_REPLAY_OBS_U8) ? b->r_obs
+                                                                                 : b->r_next;
+        n = N * b->lo.S;
+        break;
     case FHD_STATE_REPLAY_ACTIONS: base = b->r_act; n = N * b->lo.D; break;
     case FHD_STATE_REPLAY_RETURNS: base = b->r_ret; n = N; break;
     case FHD_STATE_REPLAY_DISC: base = b->r_disc; n = N; break;
@@ -581,4 +667,6 @@ const fhd__backend_ops fhd__cpu_backend_ops = {
     cpu_latest_stats,
     cpu_check_invariants,
     NULL, /* finish: the CPU backend is synchronous */
+    cpu_q_values_u8,
+    cpu_replay_add_u8,
 };

@@ -359,7 +359,7 @@ static void test_layout(void) {
     CHECK(lv && strlen(lv) >= 5, "library_version %s", lv ? lv : "(missing)");
     json_t *cfg = json_loads(json_string_value(json_object_get(m, "config")), 0, NULL);
     CHECK(cfg && json_integer_value(json_object_get(cfg, "n_step")) == 3 &&
-              json_object_size(cfg) == 38,
+              json_object_size(cfg) == 44,
           "config in the metadata");
     json_decref(cfg);
     /* metadata checksum recomputed independently */

@@ -189,7 +189,7 @@ static void test_bad_input(void) {
     expect_rejected(api->act(gL, NULL), FHD_ERR_NULL_POINTER, "args", "act NULL args");
 
     /* observe */
-    fhd_transitions t = {sizeof t, 2, obs, act, rew, obs, zero, zero};
+    fhd_transitions t = {sizeof t, 2, obs, act, rew, obs, zero, zero, NULL, NULL, NULL};
     fhd_transitions u = t;
     u.num_envs = 3;
     expect_rejected(api->observe(gL, &u), FHD_ERR_SIZE_MISMATCH, "num_envs", "observe N");
@@ -231,7 +231,7 @@ static void test_bad_input(void) {
         bdisc[i] = 0.9f;
         bw[i] = 1.0f;
     }
-    fhd_batch b = {sizeof b, 16, bobs, bact, brew, bobs, bterm, bdisc, bw, NULL, NULL};
+    fhd_batch b = {sizeof b, 16, bobs, bact, brew, bobs, bterm, bdisc, bw, NULL, NULL, NULL, NULL};
     fhd_batch c = b;
     c.batch_size = 8;
     expect_rejected(api->train_batch(gL, &c, NULL), FHD_ERR_SIZE_MISMATCH, "batch_size",
@@ -333,6 +333,104 @@ static void test_act_semantics(void) {
     api->destroy(L);
 }
 
+/* A uint8 learner computes what a float learner computes on obs * (1/255) (obs_scale's default),
+ * through act, train_batch and a checkpoint with its (uint8) replay. */
+static void test_uint8_obs(void) {
+    const char *c8 = "{\"obs_shape\": [1, 2, 3], \"obs_dtype\": \"uint8\", \"actions\": [2, 3], "
+                     "\"hidden\": [16], \"batch_size\": 4, \"replay_capacity\": 32, \"seed\": 3, "
+                     "\"double_dqn\": true, \"dueling\": true}";
+    const char *cf = "{\"obs_dim\": 6, \"actions\": [2, 3], \"hidden\": [16], \"batch_size\": 4, "
+                     "\"replay_capacity\": 32, \"seed\": 3, \"double_dqn\": true, \"dueling\": true}";
+    fhd_learner *L8 = fhd_test_create(api, c8), *LF = fhd_test_create(api, cf);
+    uint8_t px[4 * 6];
+    float fx[4 * 6], q8[4 * 5], qf[4 * 5];
+    int32_t a8[8], af[8], acts[8] = {0, 1, 1, 2, 0, 0, 1, 1};
+    float rew[4] = {1, 0, -1, 0.5f};
+    uint8_t term[4] = {0, 0, 1, 0};
+    for (int i = 0; i < 24; i++) {
+        px[i] = (uint8_t)((i * 37 + 11) % 256);
+        fx[i] = (1.0f / 255.0f) * (float)px[i]; /* the library's conversion, exactly */
+    }
+    for (int round = 0; round < 3; round++) {
+        fhd_act_args a = FHD_ACT_ARGS_INIT;
+        a.num_obs = 4;
+        a.obs_u8 = px;
+        a.actions = a8;
+        a.q_values = q8;
+        CHECK(api->act(L8, &a) == FHD_OK, "u8 act: %s", api->last_error(L8));
+        a.obs_u8 = NULL;
+        a.obs = fx;
+        a.actions = af;
+        a.q_values = qf;
+        CHECK(api->act(LF, &a) == FHD_OK, "float act: %s", api->last_error(LF));
+        float worst = 0;
+        for (int i = 0; i < 20; i++)
+            worst = fmaxf(worst, fabsf(q8[i] - qf[i]));
+        /* bitwise before training; after it the GEMMs read inputs from other buffers (other
+         * alignment, other OpenBLAS edge paths): rounding-level differences only */
+        CHECK(round == 0 ? worst == 0.0f : worst < 2e-6f,
+              "round %d: uint8 and float Q agree (max diff %g)", round, (double)worst);
+        fhd_batch b = FHD_BATCH_INIT;
+        b.batch_size = 4;
+        b.obs_u8 = px;
+        b.next_obs_u8 = px + 6;
+        b.actions = acts;
+        b.rewards = rew;
+        b.terminated = term;
+        CHECK(api->train_batch(L8, &b, NULL) == FHD_OK, "u8 train_batch: %s", api->last_error(L8));
+        b.obs_u8 = b.next_obs_u8 = NULL;
+        b.obs = fx;
+        b.next_obs = fx + 6;
+        CHECK(api->train_batch(LF, &b, NULL) == FHD_OK, "train_batch: %s", api->last_error(LF));
+    }
+    /* the other dtype is refused, naming both pointers */
+    fhd_batch b = FHD_BATCH_INIT;
+    b.batch_size = 4;
+    b.obs = fx;
+    b.next_obs = fx;
+    b.actions = acts;
+    b.rewards = rew;
+    b.terminated = term;
+    CHECK(api->train_batch(L8, &b, NULL) == FHD_ERR_INVALID_ARGUMENT &&
+              strstr(api->last_error(L8), "obs_u8") && strstr(api->last_error(L8), "float32"),
+          "float batch to a uint8 learner: %s", api->last_error(L8));
+    b.obs = NULL;
+    b.obs_u8 = px;
+    b.next_obs = NULL;
+    b.next_obs_u8 = px;
+    CHECK(api->train_batch(LF, &b, NULL) == FHD_ERR_INVALID_ARGUMENT &&
+              strstr(api->last_error(LF), "obs_u8") && strstr(api->last_error(LF), "float32"),
+          "uint8 batch to a float learner: %s", api->last_error(LF));
+    /* a checkpoint with the uint8 replay resumes exactly */
+    fhd_transitions t = FHD_TRANSITIONS_INIT;
+    t.num_envs = 1;
+    t.actions = acts;
+    t.rewards = rew;
+    t.terminated = term;
+    t.truncated = term + 1;
+    for (int k = 0; k < 6; k++) {
+        t.obs_u8 = px + 6 * (k % 3);
+        t.next_obs_u8 = px + 6 * (k % 3 + 1);
+        CHECK(api->observe(L8, &t) == FHD_OK, "u8 observe: %s", api->last_error(L8));
+    }
+    const char *path = "test_learner_u8.safetensors";
+    CHECK(api->checkpoint_save(L8, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "save: %s",
+          api->last_error(L8));
+    fhd_learner *R = fhd_test_create(api, c8);
+    CHECK(api->checkpoint_load(R, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "load: %s",
+          api->last_error(R));
+    fhd_train_stats s1 = FHD_TRAIN_STATS_INIT, s2 = FHD_TRAIN_STATS_INIT;
+    CHECK(api->train(L8, 3, &s1) == FHD_OK && api->train(R, 3, &s2) == FHD_OK, "train: %s",
+          api->last_error(R));
+    CHECK(s1.loss == s2.loss && s1.update_index == s2.update_index && s1.loss > 0.0f,
+          "resumed uint8 learner trains bitwise alike (loss %g, %g)", (double)s1.loss,
+          (double)s2.loss);
+    remove(path);
+    api->destroy(R);
+    api->destroy(L8);
+    api->destroy(LF);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         printf("usage: test_learner LIBRARY\n");
@@ -342,5 +440,6 @@ int main(int argc, char **argv) {
     test_determinism();
     test_bad_input();
     test_act_semantics();
+    test_uint8_obs();
     return fhd_test_finish();
 }
