@@ -83,7 +83,7 @@ typedef struct fhd__ck_tensor {
     char name[96];
     int dtype;     /* fhd__ck_dtype */
     uint32_t rank; /* 0 (scalar) to 3 */
-    uint64_t shape[3];
+    uint64_t shape[4]; /* rank <= 4 (convolution weights (out, in, kh, kw)) */
     uint64_t count;   /* elements */
     uint64_t bytes;   /* count * dtype size */
     int replay_group; /* 1: written only with FHD_CKPT_INCLUDE_REPLAY */

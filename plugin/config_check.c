@@ -17,48 +17,52 @@ int32_t fhd__cfg_check_consistency(const fhd__cfg_schema *s, fhd__config *c,
         return rc;
     if ((json_int_t)total > s->total_actions_max)
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.actions",
-                    "the branches have %" PRIu32
-                    " actions in total; allowed: at most %" JSON_INTEGER_FORMAT " in total",
-                    total, s->total_actions_max);
+                             "the branches have %" PRIu32
+                             " actions in total; allowed: at most %" JSON_INTEGER_FORMAT
+                             " in total",
+                             total, s->total_actions_max);
     params = fhd__config_param_count(c);
     if (params > (uint64_t)s->param_count_max)
-        return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.hidden",
-                    "the network would have %" PRIu64 " parameters (weights and biases set by "
-                    "obs_dim or obs_shape, conv, hidden, actions and dueling); allowed: at most "
-                    "%" JSON_INTEGER_FORMAT,
-                    params, s->param_count_max);
+        return fhd__cfg_fail(
+            err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.hidden",
+            "the network would have %" PRIu64 " parameters (weights and biases set by "
+            "obs_dim or obs_shape, conv, hidden, actions and dueling); allowed: at most "
+            "%" JSON_INTEGER_FORMAT,
+            params, s->param_count_max);
     /* obs and next_obs of every slot (the replay's layout, cpu_backend.c) */
     obs_bytes = fhd__config_obs_bytes(c);
     if ((uint64_t)c->replay_capacity * 2 * obs_bytes > (uint64_t)s->replay_bytes_max)
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.replay_capacity",
-                    "%" PRIu32 " slots x 2 observations (obs, next_obs) x %" PRIu64
-                    " bytes = %" PRIu64 " bytes of replay; allowed: at most %" JSON_INTEGER_FORMAT
-                    " bytes (limits.replay_bytes_max)",
-                    c->replay_capacity, obs_bytes, (uint64_t)c->replay_capacity * 2 * obs_bytes,
-                    s->replay_bytes_max);
+                             "%" PRIu32 " slots x 2 observations (obs, next_obs) x %" PRIu64
+                             " bytes = %" PRIu64
+                             " bytes of replay; allowed: at most %" JSON_INTEGER_FORMAT
+                             " bytes (limits.replay_bytes_max)",
+                             c->replay_capacity, obs_bytes,
+                             (uint64_t)c->replay_capacity * 2 * obs_bytes, s->replay_bytes_max);
     if (c->batch_size > c->replay_capacity)
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.batch_size",
-                    "%" PRIu32 " is larger than replay_capacity (%" PRIu32
-                    "); allowed: integer in [1, replay_capacity]",
-                    c->batch_size, c->replay_capacity);
+                             "%" PRIu32 " is larger than replay_capacity (%" PRIu32
+                             "); allowed: integer in [1, replay_capacity]",
+                             c->batch_size, c->replay_capacity);
     if (c->n_step > c->replay_capacity)
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.n_step",
-                    "%" PRIu32 " is larger than replay_capacity (%" PRIu32
-                    "); allowed: integer in [1, replay_capacity]",
-                    c->n_step, c->replay_capacity);
+                             "%" PRIu32 " is larger than replay_capacity (%" PRIu32
+                             "); allowed: integer in [1, replay_capacity]",
+                             c->n_step, c->replay_capacity);
     if (c->epsilon_end > c->epsilon_start) {
         fhd__cfg_format_real(c->epsilon_end, a, sizeof a);
         fhd__cfg_format_real(c->epsilon_start, b, sizeof b);
-        return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.epsilon_end",
-                    "%s is larger than epsilon_start (%s); allowed: number in [0, epsilon_start]",
-                    a, b);
+        return fhd__cfg_fail(
+            err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.epsilon_end",
+            "%s is larger than epsilon_start (%s); allowed: number in [0, epsilon_start]", a, b);
     }
     if (c->backend == FHD_BACKEND_CPU && c->matmul_precision != FHD_PREC_FP32) {
         const json_t *names = s->keys[KEY_matmul_precision].enums;
-        return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.matmul_precision",
-                    "\"%s\" is not available with backend \"cpu\" (the CPU backend computes in "
-                    "fp32 only); allowed: \"fp32\", or backend \"cuda\" or \"auto\"",
-                    json_string_value(json_array_get(names, (size_t)c->matmul_precision)));
+        return fhd__cfg_fail(
+            err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.matmul_precision",
+            "\"%s\" is not available with backend \"cpu\" (the CPU backend computes in "
+            "fp32 only); allowed: \"fp32\", or backend \"cuda\" or \"auto\"",
+            json_string_value(json_array_get(names, (size_t)c->matmul_precision)));
     }
     return FHD_OK;
 }
@@ -76,8 +80,8 @@ uint64_t fhd__config_param_count(const fhd__config *cfg) {
     uint32_t layers =
         cfg->num_hidden < FHD_MAX_HIDDEN_LAYERS ? cfg->num_hidden : FHD_MAX_HIDDEN_LAYERS;
     if (cfg->num_conv > 0) {
-        uint32_t c, h, w, nc = cfg->num_conv < FHD_MAX_CONV_LAYERS ? cfg->num_conv
-                                                                   : FHD_MAX_CONV_LAYERS;
+        uint32_t c, h, w,
+            nc = cfg->num_conv < FHD_MAX_CONV_LAYERS ? cfg->num_conv : FHD_MAX_CONV_LAYERS;
         for (uint32_t i = 0; i < nc; i++) {
             const fhd__conv_spec *cv = &cfg->conv[i];
             if (fhd__config_conv_in(cfg, i, &c, &h, &w) != 0)
@@ -107,8 +111,7 @@ uint64_t fhd__config_obs_bytes(const fhd__config *cfg) {
     return (uint64_t)cfg->obs_dim * (cfg->obs_dtype == FHD_OBS_UINT8 ? 1u : 4u);
 }
 
-int fhd__config_conv_in(const fhd__config *cfg, uint32_t i, uint32_t *c, uint32_t *h,
-                        uint32_t *w) {
+int fhd__config_conv_in(const fhd__config *cfg, uint32_t i, uint32_t *c, uint32_t *h, uint32_t *w) {
     uint64_t cc, hh, ww;
     if (cfg->num_obs_shape != 3 || i > cfg->num_conv || cfg->num_conv > FHD_MAX_CONV_LAYERS)
         return -1;
@@ -131,4 +134,3 @@ int fhd__config_conv_in(const fhd__config *cfg, uint32_t i, uint32_t *c, uint32_
     *w = (uint32_t)ww;
     return 0;
 }
-

@@ -108,10 +108,10 @@ typedef struct fhd__cfg_num_rule {
 extern const char *const fhd__cfg_conv_fields[FHD_CONV_FIELDS]; /* out, kernel, stride, padding */
 
 typedef struct fhd__cfg_key_schema {
-    const json_t *def;       /* default value, or NULL for a required key */
-    int required_unless;     /* required unless this key (index) is given, or -1 */
-    const json_t *enums;     /* string keys: array of the allowed strings */
-    fhd__cfg_num_rule num;   /* integer and number keys, items of array keys */
+    const json_t *def;     /* default value, or NULL for a required key */
+    int required_unless;   /* required unless this key (index) is given, or -1 */
+    const json_t *enums;   /* string keys: array of the allowed strings */
+    fhd__cfg_num_rule num; /* integer and number keys, items of array keys */
     size_t min_items, max_items;
     fhd__cfg_num_rule conv[FHD_CONV_FIELDS]; /* conv list: each field's bounds */
     const json_t *conv_def[FHD_CONV_FIELDS]; /* conv list: each field's default or NULL */
@@ -143,8 +143,8 @@ int32_t fhd__cfg_fail(fhd_error *err, int32_t code, int line, int column, const 
                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 int32_t fhd__cfg_check_number(const fhd__cfg_num_rule *r, const json_t *v, const char *path,
                               json_int_t *i, double *d, fhd_error *err);
-int32_t fhd__cfg_type_error(fhd_error *err, const char *path, const char *expected,
-                            const json_t *v, const char *allowed);
+int32_t fhd__cfg_type_error(fhd_error *err, const char *path, const char *expected, const json_t *v,
+                            const char *allowed);
 const char *fhd__cfg_json_type_name(const json_t *v);
 /* Levenshtein-based suggestion among `names` (n of them), or NULL. */
 const char *fhd__cfg_suggest(const char *key, const char *const *names, size_t n);
@@ -155,10 +155,10 @@ int32_t fhd__cfg_check_consistency(const fhd__cfg_schema *s, fhd__config *c,
 
 /* config_pixels.c */
 /* Check and store the conv list value v (key index i). */
-int32_t fhd__cfg_store_conv(const fhd__cfg_schema *s, size_t i, const json_t *v,
-                            fhd__config *cfg, fhd_error *err);
+int32_t fhd__cfg_store_conv(const fhd__cfg_schema *s, size_t i, const json_t *v, fhd__config *cfg,
+                            fhd_error *err);
 /* obs_shape/obs_dim exclusivity, torso expansion, conv sizes; sets obs_dim = C*H*W. */
-int32_t fhd__cfg_check_pixels(const fhd__cfg_schema *s, fhd__config *c,
-                              const unsigned char *given, fhd_error *err);
+int32_t fhd__cfg_check_pixels(const fhd__cfg_schema *s, fhd__config *c, const unsigned char *given,
+                              fhd_error *err);
 
 #endif

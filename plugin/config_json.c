@@ -155,8 +155,9 @@ char *fhd__config_to_json(const fhd__config *cfg) {
             put(&t, "[");
             for (uint32_t e = 0; e < n && e < k->capacity; e++) {
                 const fhd__conv_spec *cv = &CFIELD(cfg, k, fhd__conv_spec)[e];
-                put(&t, "%s{\"kernel\":%" PRIu32 ",\"out\":%" PRIu32 ",\"padding\":%" PRIu32
-                        ",\"stride\":%" PRIu32 "}",
+                put(&t,
+                    "%s{\"kernel\":%" PRIu32 ",\"out\":%" PRIu32 ",\"padding\":%" PRIu32
+                    ",\"stride\":%" PRIu32 "}",
                     e ? "," : "", cv->kernel, cv->out, cv->padding, cv->stride);
             }
             put(&t, "]");
@@ -181,4 +182,3 @@ char *fhd__config_to_json(const fhd__config *cfg) {
     }
     return t.p;
 }
-

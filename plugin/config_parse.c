@@ -16,7 +16,7 @@
 /* ---- errors and formatting ------------------------------------------------------------------ */
 
 int32_t fhd__cfg_fail(fhd_error *err, int32_t code, int line, int column, const char *path,
-                    const char *fmt, ...) {
+                      const char *fmt, ...) {
     char text[FHD_ERROR_MESSAGE_MAX];
     size_t cap;
     va_list ap;
@@ -187,22 +187,22 @@ static void locate_path(const char *text, size_t pos, char *path, size_t cap, ch
 /* ---- checking and storing values ---------------------------------------------------------- */
 
 int32_t fhd__cfg_type_error(fhd_error *err, const char *path, const char *expected, const json_t *v,
-                          const char *allowed) {
+                            const char *allowed) {
     char got[64];
     if (json_is_real(v) && strcmp(expected, "an integer") == 0) {
         format_value(v, got, sizeof got);
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_TYPE, 0, 0, path,
-                    "expected an integer, got real number %s (write integers without a "
-                    "decimal point or exponent); allowed: %s",
-                    got, allowed);
+                             "expected an integer, got real number %s (write integers without a "
+                             "decimal point or exponent); allowed: %s",
+                             got, allowed);
     }
-    return fhd__cfg_fail(err, FHD_ERR_CONFIG_TYPE, 0, 0, path, "expected %s, got %s; allowed: %s", expected,
-                fhd__cfg_json_type_name(v), allowed);
+    return fhd__cfg_fail(err, FHD_ERR_CONFIG_TYPE, 0, 0, path, "expected %s, got %s; allowed: %s",
+                         expected, fhd__cfg_json_type_name(v), allowed);
 }
 
 /* Check an integer or number against `r`; on success *i or *d receives it. */
-int32_t fhd__cfg_check_number(const fhd__cfg_num_rule *r, const json_t *v, const char *path, json_int_t *i,
-                            double *d, fhd_error *err) {
+int32_t fhd__cfg_check_number(const fhd__cfg_num_rule *r, const json_t *v, const char *path,
+                              json_int_t *i, double *d, fhd_error *err) {
     char allowed[96], got[64];
     int below, above;
     fhd__cfg_describe_rule(r, allowed, sizeof allowed);
@@ -221,8 +221,8 @@ int32_t fhd__cfg_check_number(const fhd__cfg_num_rule *r, const json_t *v, const
     }
     if (below || above) {
         format_value(v, got, sizeof got);
-        return fhd__cfg_fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path, "%s is out of range; allowed: %s", got,
-                    allowed);
+        return fhd__cfg_fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path,
+                             "%s is out of range; allowed: %s", got, allowed);
     }
     return FHD_OK;
 }
@@ -271,8 +271,8 @@ static int32_t check_value(const fhd__cfg_schema *s, size_t i, const json_t *v, 
             }
         }
         format_value(v, got, sizeof got);
-        return fhd__cfg_fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path, "%s is not allowed; allowed: %s", got,
-                    allowed);
+        return fhd__cfg_fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path,
+                             "%s is not allowed; allowed: %s", got, allowed);
     case ST_U32_ARRAY: {
         uint32_t *items = FIELD(cfg, k, uint32_t);
         size_t n = json_array_size(v);
@@ -280,8 +280,8 @@ static int32_t check_value(const fhd__cfg_schema *s, size_t i, const json_t *v, 
         if (!json_is_array(v))
             return fhd__cfg_type_error(err, path, "an array", v, allowed);
         if (n < ks->min_items || n > ks->max_items)
-            return fhd__cfg_fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path, "array has %zu items; allowed: %s",
-                        n, allowed);
+            return fhd__cfg_fail(err, FHD_ERR_CONFIG_RANGE, 0, 0, path,
+                                 "array has %zu items; allowed: %s", n, allowed);
         memset(items, 0, k->capacity * sizeof *items);
         for (size_t e = 0; e < n; e++) {
             char ipath[FHD_ERROR_PATH_MAX];
@@ -343,12 +343,11 @@ const char *fhd__cfg_suggest(const char *key, const char *const *names, size_t n
     return (found && best < len && best <= 1 + len / 4) ? found : NULL;
 }
 
-
 /* ---- parse ---------------------------------------------------------------------------------- */
 
 /* jansson could not read the text: a syntax error, a duplicate key, or a number too large. */
-static int32_t load_error(const fhd__cfg_schema *s, const char *json, size_t len, const json_error_t *je,
-                          fhd_error *err) {
+static int32_t load_error(const fhd__cfg_schema *s, const char *json, size_t len,
+                          const json_error_t *je, fhd_error *err) {
     char path[FHD_ERROR_PATH_MAX], top[64], allowed[FHD_ERROR_MESSAGE_MAX / 2];
     int line = je->line > 0 ? je->line : 1, column = je->column > 0 ? je->column : 1;
     size_t pos = je->position > 0 ? (size_t)je->position : 0;
@@ -357,11 +356,13 @@ static int32_t load_error(const fhd__cfg_schema *s, const char *json, size_t len
         pos = len;
     switch (json_error_code(je)) {
     case json_error_out_of_memory:
-        return fhd__cfg_fail(err, FHD_ERR_OUT_OF_MEMORY, 0, 0, "", "out of memory while reading the config");
+        return fhd__cfg_fail(err, FHD_ERR_OUT_OF_MEMORY, 0, 0, "",
+                             "out of memory while reading the config");
     case json_error_duplicate_key:
         locate_path(json, pos, path, sizeof path, top, sizeof top);
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_SYNTAX, line, column, path,
-                    "duplicate key at line %d, column %d; allowed: each key once", line, column);
+                             "duplicate key at line %d, column %d; allowed: each key once", line,
+                             column);
     case json_error_numeric_overflow:
         locate_path(json, pos, path, sizeof path, top, sizeof top);
         key = fhd__cfg_find_key(top);
@@ -372,14 +373,16 @@ static int32_t load_error(const fhd__cfg_schema *s, const char *json, size_t len
         else
             snprintf(allowed, sizeof allowed, "a number that fits a 64-bit integer or a double");
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_RANGE, line, column, path,
-                    "%s at line %d, column %d; allowed: %s", je->text, line, column, allowed);
+                             "%s at line %d, column %d; allowed: %s", je->text, line, column,
+                             allowed);
     default:
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_SYNTAX, line, column, "",
-                    "invalid JSON at line %d, column %d: %s", line, column, je->text);
+                             "invalid JSON at line %d, column %d: %s", line, column, je->text);
     }
 }
 
-static int32_t parse_object(const fhd__cfg_schema *s, const json_t *root, fhd__config *cfg, fhd_error *err) {
+static int32_t parse_object(const fhd__cfg_schema *s, const json_t *root, fhd__config *cfg,
+                            fhd_error *err) {
     unsigned char given[NKEYS] = {0};
     const char *key;
     const json_t *value;
@@ -388,15 +391,16 @@ static int32_t parse_object(const fhd__cfg_schema *s, const json_t *root, fhd__c
 
     if (!json_is_object(root))
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_TYPE, 0, 0, "$",
-                    "expected an object, got %s; allowed: an object of the keys of "
-                    "config_schema in manifest.json",
-                    fhd__cfg_json_type_name(root));
+                             "expected an object, got %s; allowed: an object of the keys of "
+                             "config_schema in manifest.json",
+                             fhd__cfg_json_type_name(root));
     for (size_t i = 0; i < NKEYS; i++) {
         fhd_error why = FHD_ERROR_INIT;
         if (s->keys[i].def && check_value(s, i, s->keys[i].def, cfg, &why) != FHD_OK)
-            return fhd__cfg_fail(err, FHD_ERR_INTERNAL, 0, 0, "",
-                        "manifest.json embedded in the library is invalid: the default of %s: %s",
-                        fhd__cfg_specs[i].name, why.message);
+            return fhd__cfg_fail(
+                err, FHD_ERR_INTERNAL, 0, 0, "",
+                "manifest.json embedded in the library is invalid: the default of %s: %s",
+                fhd__cfg_specs[i].name, why.message);
     }
     /* jansson keeps the document order, so the first bad key of the text is reported. */
     json_object_foreach((json_t *)root, key, value) {
@@ -407,9 +411,10 @@ static int32_t parse_object(const fhd__cfg_schema *s, const json_t *root, fhd__c
             path_append_key(path, sizeof path, key, strlen(key));
             if (near)
                 return fhd__cfg_fail(err, FHD_ERR_CONFIG_UNKNOWN_KEY, 0, 0, path,
-                            "unknown key; did you mean \"%s\"?", near);
-            return fhd__cfg_fail(err, FHD_ERR_CONFIG_UNKNOWN_KEY, 0, 0, path,
-                        "unknown key; allowed: the keys of config_schema in manifest.json");
+                                     "unknown key; did you mean \"%s\"?", near);
+            return fhd__cfg_fail(
+                err, FHD_ERR_CONFIG_UNKNOWN_KEY, 0, 0, path,
+                "unknown key; allowed: the keys of config_schema in manifest.json");
         }
         rc = check_value(s, (size_t)i, value, cfg, err);
         if (rc != FHD_OK)
@@ -421,10 +426,9 @@ static int32_t parse_object(const fhd__cfg_schema *s, const json_t *root, fhd__c
         if (!given[i] && !s->keys[i].def && !(other >= 0 && given[other])) {
             snprintf(path, sizeof path, "$.%s", fhd__cfg_specs[i].name);
             fhd__cfg_describe_key(s, i, allowed, sizeof allowed);
-            return fhd__cfg_fail(err, FHD_ERR_CONFIG_MISSING, 0, 0, path,
-                                 "required key is missing; allowed: %s%s%s", allowed,
-                                 other >= 0 ? ", or " : "",
-                                 other >= 0 ? fhd__cfg_specs[other].name : "");
+            return fhd__cfg_fail(
+                err, FHD_ERR_CONFIG_MISSING, 0, 0, path, "required key is missing; allowed: %s%s%s",
+                allowed, other >= 0 ? ", or " : "", other >= 0 ? fhd__cfg_specs[other].name : "");
         }
     }
     return fhd__cfg_check_consistency(s, cfg, given, err);
@@ -440,14 +444,14 @@ int32_t fhd__config_parse(const char *json, size_t len, fhd__config *cfg, fhd_er
 
     if (json == NULL || cfg == NULL)
         return fhd__cfg_fail(err, FHD_ERR_NULL_POINTER, 0, 0, "", "%s is NULL",
-                    json == NULL ? "the config text" : "the config output");
+                             json == NULL ? "the config text" : "the config output");
     rc = fhd__cfg_schema_load(&s, msg, sizeof msg);
     if (rc != FHD_OK)
         return fhd__cfg_fail(err, rc, 0, 0, "",
-                    rc == FHD_ERR_OUT_OF_MEMORY
-                        ? "%s"
-                        : "manifest.json embedded in the library is invalid: %s",
-                    msg);
+                             rc == FHD_ERR_OUT_OF_MEMORY
+                                 ? "%s"
+                                 : "manifest.json embedded in the library is invalid: %s",
+                             msg);
     root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (root == NULL) {
         rc = load_error(&s, json, len, &je, err);
@@ -464,4 +468,3 @@ int32_t fhd__config_parse(const char *json, size_t len, fhd__config *cfg, fhd_er
     clear_error(err);
     return FHD_OK;
 }
-

@@ -15,8 +15,8 @@
 static const fhd__conv_spec nature_conv[3] = {{32, 8, 4, 0}, {64, 4, 2, 0}, {64, 3, 1, 0}};
 #define NATURE_HIDDEN 512u
 
-int32_t fhd__cfg_store_conv(const fhd__cfg_schema *s, size_t i, const json_t *v,
-                            fhd__config *cfg, fhd_error *err) {
+int32_t fhd__cfg_store_conv(const fhd__cfg_schema *s, size_t i, const json_t *v, fhd__config *cfg,
+                            fhd_error *err) {
     const fhd__cfg_key_spec *k = &fhd__cfg_specs[i];
     const fhd__cfg_key_schema *ks = &s->keys[i];
     fhd__conv_spec *items = FIELD(cfg, k, fhd__conv_spec);
@@ -189,8 +189,8 @@ static int32_t check_conv(const fhd__cfg_schema *s, fhd__config *c, fhd_error *e
     return FHD_OK;
 }
 
-int32_t fhd__cfg_check_pixels(const fhd__cfg_schema *s, fhd__config *c,
-                              const unsigned char *given, fhd_error *err) {
+int32_t fhd__cfg_check_pixels(const fhd__cfg_schema *s, fhd__config *c, const unsigned char *given,
+                              fhd_error *err) {
     int32_t rc = check_obs(s, c, given, err);
     if (rc == FHD_OK)
         rc = expand_torso(c, given, err);

@@ -123,7 +123,8 @@ static int rule_fits(const fhd__cfg_num_rule *r, fhd__cfg_store_kind kind) {
     return r->has_min && r->has_max && r->imin >= lo && r->imax <= hi;
 }
 
-static int load_key(const json_t *entry, const fhd__cfg_key_spec *k, fhd__cfg_key_schema *ks, char *msg, size_t cap) {
+static int load_key(const json_t *entry, const fhd__cfg_key_spec *k, fhd__cfg_key_schema *ks,
+                    char *msg, size_t cap) {
     const char *type = json_string_value(json_object_get(entry, "type"));
     int required = json_is_true(json_object_get(entry, "required"));
     const char *unless = json_string_value(json_object_get(entry, "required_unless"));
@@ -134,9 +135,11 @@ static int load_key(const json_t *entry, const fhd__cfg_key_spec *k, fhd__cfg_ke
         return -1;
     }
     ks->required_unless = unless ? fhd__cfg_find_key(unless) : -1;
-    if ((ks->def != NULL) + required + (unless != NULL) != 1 || (unless && ks->required_unless < 0)) {
-        snprintf(msg, cap, "needs exactly one of \"default\", \"required\": true and "
-                           "\"required_unless\": a key");
+    if ((ks->def != NULL) + required + (unless != NULL) != 1 ||
+        (unless && ks->required_unless < 0)) {
+        snprintf(msg, cap,
+                 "needs exactly one of \"default\", \"required\": true and "
+                 "\"required_unless\": a key");
         return -1;
     }
     switch (k->kind) {
@@ -197,8 +200,10 @@ static int load_key(const json_t *entry, const fhd__cfg_key_spec *k, fhd__cfg_ke
             !json_is_integer(mx) || json_integer_value(mn) < 0 ||
             json_integer_value(mx) < json_integer_value(mn) ||
             json_integer_value(mx) > (json_int_t)k->capacity) {
-            snprintf(msg, cap, "needs object items with the properties out, kernel, stride, "
-                               "padding and min_items <= max_items <= %u", k->capacity);
+            snprintf(msg, cap,
+                     "needs object items with the properties out, kernel, stride, "
+                     "padding and min_items <= max_items <= %u",
+                     k->capacity);
             return -1;
         }
         for (int f = 0; f < FHD_CONV_FIELDS; f++) {
@@ -227,8 +232,9 @@ void fhd__cfg_schema_free(fhd__cfg_schema *s) {
     s->manifest = NULL;
 }
 
-/* Parse the embedded manifest and resolve the fhd__cfg_schema of every key of the table. The fhd__cfg_schema must
- * list exactly the keys of the table, each with a type that matches its storage. */
+/* Parse the embedded manifest and resolve the fhd__cfg_schema of every key of the table. The
+ * fhd__cfg_schema must list exactly the keys of the table, each with a type that matches its
+ * storage. */
 int32_t fhd__cfg_schema_load(fhd__cfg_schema *s, char *msg, size_t cap) {
     json_error_t jerr;
     const json_t *cs, *limits;
@@ -375,4 +381,3 @@ void fhd__cfg_describe_key(const fhd__cfg_schema *s, size_t i, char *buf, size_t
         return;
     }
 }
-

@@ -117,11 +117,6 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
         fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory");
         return FHD_ERR_OUT_OF_MEMORY;
     }
-    if (cfg.num_conv > 0) { /* the next commit adds them */
-        fhd__error_set(err, FHD_ERR_NOT_IMPLEMENTED, "$.conv",
-                       "$.conv: not implemented in this build yet");
-        return FHD_ERR_NOT_IMPLEMENTED;
-    }
     L->cfg = cfg;
     L->backend_requested = cfg.backend;
     if (fhd__layout_init(&L->lo, &cfg) != 0) {
@@ -564,8 +559,8 @@ int32_t fhd__learner_tensor_info(fhd_learner *L, uint32_t i, fhd_tensor_info *in
                          i, fhd__layout_tensor_count(&L->lo));
     info->rank = t.rank;
     memset(info->shape, 0, sizeof info->shape);
-    info->shape[0] = t.shape[0];
-    info->shape[1] = t.shape[1];
+    for (int d = 0; d < 4; d++)
+        info->shape[d] = t.shape[d];
     info->count = t.count;
     snprintf(info->name, sizeof info->name, "%s", t.name);
     return FHD_OK;

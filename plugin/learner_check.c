@@ -65,8 +65,8 @@ int32_t fhd__check_actions(fhd_learner *L, const int32_t *a, uint64_t n, const u
                 return fhd__fail(L, FHD_ERR_ACTION_RANGE,
                                  "%s: %s[%llu][%u] = %d is out of range for branch %u; allowed: "
                                  "[0, %u] (%s %llu)",
-                                 fn, field, (unsigned long long)i, d, v, d, L->lo.K[d] - 1,
-                                 rowname, (unsigned long long)i);
+                                 fn, field, (unsigned long long)i, d, v, d, L->lo.K[d] - 1, rowname,
+                                 (unsigned long long)i);
         }
     }
     return FHD_OK;
@@ -104,8 +104,7 @@ int32_t fhd__pick_obs(fhd_learner *L, const float *f, const uint8_t *u, int requ
                          "with obs_dtype \"uint8\"",
                          fn, uname, fname);
     if (!f && !u && required)
-        return fhd__fail(L, FHD_ERR_NULL_POINTER, "%s: `%s` is NULL", fn,
-                         want_u8 ? uname : fname);
+        return fhd__fail(L, FHD_ERR_NULL_POINTER, "%s: `%s` is NULL", fn, want_u8 ? uname : fname);
     *out = f ? (const unsigned char *)(const void *)f : u;
     return FHD_OK;
 }

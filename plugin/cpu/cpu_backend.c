@@ -1,12 +1,5 @@
-/* cpu_backend.c - the CPU reference backend: state, replay, and the update (DESIGN.md 4).
- *
- * One update on a batch (B rows):
- *   1. spectral norm: one power iteration per normalised online layer (u, v updated), sigma;
- *      target layers use their stored u, v (no iteration). W_sn = W / sigma.
- *   2. forwards: online(s) keeping activations; target(s'); online(s') for double DQN.
- *   3. y = R + disc * mean_d Q'_d(s', a*_d); loss and dL/dQ; backward into the flat gradient.
- *   4. global-norm clipping, Adam/AdamW, updates += 1, target update every C updates.
- */
+/* cpu_backend.c - the CPU reference backend: creation, replay, sampling, state access and the
+ * ops table. The network and the update are in cpu_net.c (DESIGN.md 4). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,55 +7,10 @@
 #include <pmmintrin.h>
 #endif
 
-#include "backend.h"
-#include "cpu_ops.h"
+#include "cpu_internal.h"
 #include "philox.h"
 #include "priority.h"
-#include "sumtree.h"
 
-struct fhd__backend {
-    fhd__config cfg;
-    fhd__layout lo;
-    uint64_t P;
-    float *params; /* (2P): online [0, P), target [P, 2P) */
-    float *grad, *adam_m, *adam_v; /* (P) each */
-    float *sn;     /* (2 * sn_size): online u/v, then target u/v */
-    float *wsn;    /* (2 * sum of normalised W sizes): W / sigma for online, then target */
-    uint64_t wsn_half;
-    float sigma[FHD_MAX_HIDDEN_LAYERS]; /* online sigma of this update */
-    int eval_sn_fresh;                  /* online W_sn matches the current W and u, v for act */
-    uint64_t updates;
-
-    /* update scratch, B = batch_size rows */
-    uint32_t B;
-    float *h[FHD_MAX_HIDDEN_LAYERS + 1]; /* online(s) activations: h_l (B, H_l), head (B, HO) */
-    float *fa, *fb;                      /* (B, max_width) ping-pong for other forwards */
-    float *q, *qt, *qsel, *dq;           /* (B, KT) */
-    float *da, *db;                      /* (B, max_width) backward ping-pong */
-    float *y, *td, *sn_tmp;              /* (B), (B, D), (max_width) */
-    /* network inputs obs_scale * obs when they are not the rows themselves (uint8, or a scale
-     * other than 1): xin (2B, S) for online(s) [and online(s')], xin2 (B, S) for the rest */
-    float *xin, *xin2;
-    float scale;
-    /* gathered batch: observation rows of ob bytes (the learner's dtype) */
-    uint64_t ob;
-    unsigned char *g_obs, *g_next;           /* (B, S) each, g_next = g_obs + B rows */
-    float *g_ret, *g_disc, *g_w;             /* (B), (B), (B) */
-    int32_t *g_act;                               /* (B, D) */
-    uint32_t *idx;                                /* (B) */
-    uint64_t *prio, *rand64;                      /* (B) */
-
-    /* replay ring */
-    uint32_t capacity;
-    unsigned char *r_obs, *r_next; /* (N, S) each, the learner's dtype */
-    float *r_ret, *r_disc;         /* (N), (N) */
-    int32_t *r_act;                          /* (N, D) */
-    fhd__sumtree tree;                       /* prioritized only */
-    uint64_t pos, size, max_q;
-
-    fhd__update_stats last;
-    char err[512];
-};
 
 static int fail(fhd__backend *b, int32_t code, const char *msg) {
     snprintf(b->err, sizeof b->err, "%s", msg);
@@ -102,6 +50,14 @@ static void cpu_destroy(fhd__backend *b) {
     free(b->sn_tmp);
     free(b->xin);
     free(b->xin2);
+    for (uint32_t c = 0; c < FHD_MAX_CONV_LAYERS; c++)
+        free(b->ca[c]);
+    free(b->cpa);
+    free(b->cpb);
+    free(b->cda);
+    free(b->cdb);
+    free(b->col);
+    free(b->dcol);
     free(b->g_obs);
     free(b->g_ret);
     free(b->g_disc);
@@ -141,6 +97,23 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->adam_v = (float *)xalloc(P, sizeof(float), &ok);
     b->sn = (float *)xalloc(2 * lo->sn_size, sizeof(float), &ok);
     uint64_t wsn = 0;
+    uint32_t sn_tmp = W;
+    for (uint32_t c = 0; c < lo->NC; c++) {
+        const fhd__conv_layer *cv = &lo->conv[c];
+        if (cv->sn)
+            wsn += (uint64_t)cv->cout * cv->ckk;
+        sn_tmp = cv->ckk > sn_tmp ? cv->ckk : sn_tmp;
+        b->ca[c] = (float *)xalloc((size_t)2 * B * cv->cout * cv->hw, sizeof(float), &ok);
+    }
+    if (lo->NC) {
+        const size_t A = lo->conv_max_act, C = lo->conv_max_col;
+        b->cpa = (float *)xalloc((size_t)B * A, sizeof(float), &ok);
+        b->cpb = (float *)xalloc((size_t)B * A, sizeof(float), &ok);
+        b->cda = (float *)xalloc((size_t)B * A, sizeof(float), &ok);
+        b->cdb = (float *)xalloc((size_t)B * A, sizeof(float), &ok);
+        b->col = (float *)xalloc(C, sizeof(float), &ok);
+        b->dcol = (float *)xalloc(C, sizeof(float), &ok);
+    }
     for (uint32_t l = 0; l < lo->L; l++)
         if (lo->layers[l].sn)
             wsn += (uint64_t)lo->layers[l].out * lo->layers[l].in;
@@ -158,10 +131,10 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->db = (float *)xalloc((size_t)B * W, sizeof(float), &ok);
     b->y = (float *)xalloc(B, sizeof(float), &ok);
     b->td = (float *)xalloc((size_t)B * D, sizeof(float), &ok);
-    b->sn_tmp = (float *)xalloc(W, sizeof(float), &ok);
+    b->sn_tmp = (float *)xalloc(sn_tmp, sizeof(float), &ok);
     b->ob = fhd__config_obs_bytes(cfg);
     b->scale = fhd__config_obs_scale(cfg);
-    if (cfg->obs_dtype == FHD_OBS_UINT8 || b->scale != 1.0f) {
+    if (lo->NC == 0 && (cfg->obs_dtype == FHD_OBS_UINT8 || b->scale != 1.0f)) {
         b->xin = (float *)xalloc((size_t)2 * B * S, sizeof(float), &ok);
         b->xin2 = (float *)xalloc((size_t)B * S, sizeof(float), &ok);
     }
@@ -230,151 +203,6 @@ static void fpmode_leave(fpmode m) {
 #endif
 }
 
-/* ---- network passes --------------------------------------------------------------------- */
-
-/* Weight pointer for layer l of network `net` (0 online, 1 target): W_sn when normalised. */
-static const float *layer_weight(const fhd__backend *b, int net, uint32_t l) {
-    const fhd__layer *ly = &b->lo.layers[l];
-    if (!ly->sn)
-        return b->params + (net ? b->P : 0) + ly->w_off;
-    uint64_t off = 0;
-    for (uint32_t j = 0; j < l; j++)
-        if (b->lo.layers[j].sn)
-            off += (uint64_t)b->lo.layers[j].out * b->lo.layers[j].in;
-    return b->wsn + (net ? b->wsn_half : 0) + off;
-}
-
-/* Compute W_sn of networks [0, nets) (1: online only, 2: online and target). train: one
- * power iteration on the online vectors first. */
-static void sn_prepare(fhd__backend *b, int train, int nets) {
-    const fhd__layout *lo = &b->lo;
-    for (uint32_t l = 0; l < lo->L; l++) {
-        const fhd__layer *ly = &lo->layers[l];
-        if (!ly->sn)
-            continue;
-        for (int net = 0; net < nets; net++) {
-            const float *W = b->params + (net ? b->P : 0) + ly->w_off;
-            float *u = b->sn + (net ? lo->sn_size : 0) + ly->u_off;
-            float *v = b->sn + (net ? lo->sn_size : 0) + ly->v_off;
-            float sigma = (train && net == 0)
-                              ? fhd__sn_power_iteration(W, u, v, ly->out, ly->in, b->sn_tmp)
-                              : fhd__sn_sigma(W, u, v, ly->out, ly->in, b->sn_tmp);
-            if (net == 0)
-                b->sigma[l] = sigma;
-            fhd__sn_scale((float *)layer_weight(b, net, l), W, sigma,
-                          (uint64_t)ly->out * ly->in);
-        }
-    }
-}
-
-/* Network input (n, S) = scale * rows (n observation rows of the learner's dtype): the rows
- * themselves for float32 at scale 1, else converted into dst. */
-static const float *as_input(const fhd__backend *b, const void *rows, uint32_t n, float *dst) {
-    const uint64_t m = (uint64_t)n * b->lo.S;
-    if (b->cfg.obs_dtype == FHD_OBS_UINT8) {
-        const uint8_t *u = (const uint8_t *)rows;
-        for (uint64_t i = 0; i < m; i++)
-            dst[i] = b->scale * (float)u[i];
-        return dst;
-    }
-    if (b->scale == 1.0f)
-        return (const float *)rows;
-    for (uint64_t i = 0; i < m; i++)
-        dst[i] = b->scale * ((const float *)rows)[i];
-    return dst;
-}
-
-/* Forward n rows (observation rows of the learner's dtype; n <= 2B when keep, else <= B)
- * through network `net`; q (n, KT). When keep, activations stay in b->h (online(s) of the
- * update); otherwise the ping-pong buffers are used. Returns the network input (n, S) that
- * layer 0 read (the backward's x). */
-static const float *net_forward(fhd__backend *b, int net, const void *rows, uint32_t n, float *q,
-                                int keep) {
-    const fhd__layout *lo = &b->lo;
-    const float *x = as_input(b, rows, n, keep ? b->xin : b->xin2);
-    const float *in = x;
-    for (uint32_t l = 0; l <= lo->L; l++) {
-        const fhd__layer *ly = &lo->layers[l];
-        float *out = keep ? b->h[l] : ((l % 2) ? b->fb : b->fa);
-        const float *bias = b->params + (net ? b->P : 0) + ly->b_off;
-        fhd__linear_forward(out, in, layer_weight(b, net, l), bias, n, ly->in, ly->out, l < lo->L);
-        in = out;
-    }
-    fhd__head_combine(q, in, lo, n);
-    return x;
-}
-
-/* The update on the batch in the g_* buffers (or pointers in hb). td (B, D) receives the TD
- * errors before the update. */
-static void update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st, float beta) {
-    const fhd__layout *lo = &b->lo;
-    const fhd__config *c = &b->cfg;
-    const uint32_t B = hb->B;
-    const void *obs = hb->obs_u8 ? (const void *)hb->obs_u8 : (const void *)hb->obs;
-    const void *next = hb->next_obs_u8 ? (const void *)hb->next_obs_u8 : (const void *)hb->next_obs;
-    const float *x0; /* the network input of online(s), for layer 0's backward */
-    sn_prepare(b, 1, 2);
-    const float *sel = b->qt;
-    if (c->double_dqn) {
-        if (obs != (const void *)b->g_obs) {
-            memcpy(b->g_obs, obs, b->ob * B);
-            memcpy(b->g_next, next, b->ob * B);
-        }
-        x0 = net_forward(b, 0, b->g_obs, 2 * B, b->q, 1);
-        sel = b->q + (size_t)B * lo->KT;
-    } else {
-        x0 = net_forward(b, 0, obs, B, b->q, 1);
-    }
-    net_forward(b, 1, next, B, b->qt, 0);
-    fhd__td_target(b->y, hb->rewards, hb->disc, b->qt, sel, lo, B);
-    fhd__loss_params lp = {c->loss == FHD_LOSS_HUBER, (float)c->huber_delta, (float)c->cql_alpha};
-    float td_abs, q_mean;
-    float loss = fhd__td_loss(b->dq, b->td, b->q, hb->actions, b->y, hb->weights, lo, B, &lp,
-                              &td_abs, &q_mean);
-    /* backward: head, then torso layers from the top */
-    float *dy = b->da, *dx = b->db;
-    fhd__head_combine_backward(dy, b->dq, lo, B);
-    for (int l = (int)lo->L; l >= 0; l--) {
-        const fhd__layer *ly = &lo->layers[l];
-        const float *x = l == 0 ? x0 : b->h[l - 1];
-        if (l < (int)lo->L)
-            fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
-        fhd__linear_backward(l > 0 ? dx : NULL, b->grad + ly->w_off, b->grad + ly->b_off, dy, x,
-                             layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out);
-        if (ly->sn)
-            fhd__sn_weight_backward(b->grad + ly->w_off, b->params + ly->w_off,
-                                    b->sn + ly->u_off, b->sn + ly->v_off, b->sigma[l], ly->out,
-                                    ly->in);
-        float *t = dy;
-        dy = dx;
-        dx = t;
-    }
-    const float gnorm = fhd__clip_grad_norm(b->grad, b->P, (float)c->max_grad_norm);
-    fhd__adam_params ap = {c->lr, c->adam_beta1, c->adam_beta2, (float)c->adam_eps,
-                           c->weight_decay, c->optimizer == FHD_OPT_ADAMW};
-    b->updates++;
-    b->eval_sn_fresh = 0;
-    fhd__adam_step(b->params, b->grad, b->adam_m, b->adam_v, b->P, b->updates, &ap);
-    if (b->updates % c->target_update_interval == 0) {
-        fhd__polyak(b->params + b->P, b->params, b->P, (float)c->tau);
-        if (lo->sn_size) /* the target keeps the online power-iteration state */
-            memcpy(b->sn + lo->sn_size, b->sn, sizeof(float) * lo->sn_size);
-    }
-    if (hb->td)
-        memcpy(hb->td, b->td, sizeof(float) * B * lo->D);
-    if (hb->y)
-        memcpy(hb->y, b->y, sizeof(float) * B);
-    b->last = (fhd__update_stats){b->updates, loss, td_abs, q_mean, gnorm, beta};
-    if (st) {
-        st->updates_done++;
-        st->update_index = b->updates;
-        st->loss = loss;
-        st->td_abs_mean = td_abs;
-        st->q_mean = q_mean;
-        st->grad_norm = gnorm;
-    }
-}
-
 /* ---- ABI-facing operations -------------------------------------------------------------- */
 
 static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *obs, float *q,
@@ -382,12 +210,12 @@ static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *o
     const fhd__layout *lo = &b->lo;
     fpmode fm = fpmode_enter();
     if (lo->num_sn && !b->eval_sn_fresh) { /* W_sn of the current weights, stored u, v */
-        sn_prepare(b, 0, 1);
+        fhd__cpu_sn_prepare(b, 0, 1);
         b->eval_sn_fresh = 1;
     }
     for (uint32_t r0 = 0; r0 < n; r0 += b->B) {
         uint32_t m = n - r0 < b->B ? n - r0 : b->B;
-        net_forward(b, 0, obs + (size_t)r0 * b->ob, m, b->qsel, 0);
+        fhd__cpu_net_forward(b, 0, obs + (size_t)r0 * b->ob, m, b->qsel, 0);
         if (q)
             memcpy(q + (size_t)r0 * lo->KT, b->qsel, sizeof(float) * m * lo->KT);
         if (greedy)
@@ -507,7 +335,7 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
                               NULL,
                               u8 ? b->g_obs : NULL,
                               u8 ? b->g_next : NULL};
-        update(b, &hb, stats, beta);
+        fhd__cpu_update(b, &hb, stats, beta);
         if (c->replay == FHD_REPLAY_PRIORITIZED) {
             const uint32_t D = b->lo.D;
             for (uint32_t j = 0; j < b->B; j++) {
@@ -529,7 +357,7 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
 
 static int32_t cpu_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
     fpmode fm = fpmode_enter();
-    update(b, hb, st, 0.0f);
+    fhd__cpu_update(b, hb, st, 0.0f);
     fpmode_leave(fm);
     return FHD_OK;
 }

@@ -254,8 +254,7 @@ static void test_bad_input(void) {
                     "batch reward NaN");
     brew[2] = 0;
     c.next_obs = NULL;
-    expect_rejected(api->train_batch(gL, &c, NULL), FHD_ERR_NULL_POINTER, "next_obs",
-                    "batch NULL");
+    expect_rejected(api->train_batch(gL, &c, NULL), FHD_ERR_NULL_POINTER, "next_obs", "batch NULL");
 
     /* step */
     fhd_step_args s = FHD_STEP_ARGS_INIT;
@@ -290,10 +289,10 @@ static void test_bad_input(void) {
     for (int i = 0; i < 16; i++)
         w16[i] = 0.0f;
     w16[3] = NAN;
-    expect_rejected(api->tensor_write(gL, "online.torso.0.bias", w16, 16), FHD_ERR_NONFINITE,
-                    "NaN", "tensor write NaN");
-    expect_rejected(api->tensor_write(gL, "grad.torso.0.bias", w16, 16),
-                    FHD_ERR_INVALID_ARGUMENT, "not writable", "tensor write grad");
+    expect_rejected(api->tensor_write(gL, "online.torso.0.bias", w16, 16), FHD_ERR_NONFINITE, "NaN",
+                    "tensor write NaN");
+    expect_rejected(api->tensor_write(gL, "grad.torso.0.bias", w16, 16), FHD_ERR_INVALID_ARGUMENT,
+                    "not writable", "tensor write grad");
     expect_rejected(api->metrics(gL, NULL, 0, NULL), FHD_ERR_NULL_POINTER, "needed",
                     "metrics NULL");
     /* a fresh learner refuses to train and to take rewards before a first step */
@@ -339,15 +338,21 @@ static void test_uint8_obs(void) {
     const char *c8 = "{\"obs_shape\": [1, 2, 3], \"obs_dtype\": \"uint8\", \"actions\": [2, 3], "
                      "\"hidden\": [16], \"batch_size\": 4, \"replay_capacity\": 32, \"seed\": 3, "
                      "\"double_dqn\": true, \"dueling\": true}";
-    const char *cf = "{\"obs_dim\": 6, \"actions\": [2, 3], \"hidden\": [16], \"batch_size\": 4, "
-                     "\"replay_capacity\": 32, \"seed\": 3, \"double_dqn\": true, \"dueling\": true}";
+    /* the same with a convolution: rank-4 tensors through the checkpoint's save and load */
+    const char *cc = "{\"obs_shape\": [1, 2, 3], \"obs_dtype\": \"uint8\", \"actions\": [2, 3], "
+                     "\"conv\": [{\"out\": 3, \"kernel\": 2, \"stride\": 1, \"padding\": 1}], "
+                     "\"hidden\": [16], \"batch_size\": 4, \"replay_capacity\": 32, \"seed\": 3, "
+                     "\"double_dqn\": true, \"dueling\": true, \"spectral_norm\": \"all\"}";
+    const char *cf =
+        "{\"obs_dim\": 6, \"actions\": [2, 3], \"hidden\": [16], \"batch_size\": 4, "
+        "\"replay_capacity\": 32, \"seed\": 3, \"double_dqn\": true, \"dueling\": true}";
     fhd_learner *L8 = fhd_test_create(api, c8), *LF = fhd_test_create(api, cf);
-    uint8_t px[4 * 6];
-    float fx[4 * 6], q8[4 * 5], qf[4 * 5];
+    uint8_t px[5 * 6]; /* rows 0-3: obs, rows 1-4: next_obs */
+    float fx[5 * 6], q8[4 * 5], qf[4 * 5];
     int32_t a8[8], af[8], acts[8] = {0, 1, 1, 2, 0, 0, 1, 1};
     float rew[4] = {1, 0, -1, 0.5f};
     uint8_t term[4] = {0, 0, 1, 0};
-    for (int i = 0; i < 24; i++) {
+    for (int i = 0; i < 30; i++) {
         px[i] = (uint8_t)((i * 37 + 11) % 256);
         fx[i] = (1.0f / 255.0f) * (float)px[i]; /* the library's conversion, exactly */
     }
@@ -414,19 +419,40 @@ static void test_uint8_obs(void) {
         CHECK(api->observe(L8, &t) == FHD_OK, "u8 observe: %s", api->last_error(L8));
     }
     const char *path = "test_learner_u8.safetensors";
-    CHECK(api->checkpoint_save(L8, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "save: %s",
-          api->last_error(L8));
-    fhd_learner *R = fhd_test_create(api, c8);
-    CHECK(api->checkpoint_load(R, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "load: %s",
-          api->last_error(R));
-    fhd_train_stats s1 = FHD_TRAIN_STATS_INIT, s2 = FHD_TRAIN_STATS_INIT;
-    CHECK(api->train(L8, 3, &s1) == FHD_OK && api->train(R, 3, &s2) == FHD_OK, "train: %s",
-          api->last_error(R));
-    CHECK(s1.loss == s2.loss && s1.update_index == s2.update_index && s1.loss > 0.0f,
-          "resumed uint8 learner trains bitwise alike (loss %g, %g)", (double)s1.loss,
-          (double)s2.loss);
-    remove(path);
-    api->destroy(R);
+    fhd_learner *LC = fhd_test_create(api, cc);
+    fhd_tensor_info ti = FHD_TENSOR_INFO_INIT;
+    CHECK(api->tensor_info(LC, 0, &ti) == FHD_OK &&
+              strcmp(ti.name, "online.torso.conv0.weight") == 0 && ti.rank == 4 &&
+              ti.shape[0] == 3 && ti.shape[1] == 1 && ti.shape[2] == 2 && ti.shape[3] == 2 &&
+              ti.count == 12,
+          "conv weight tensor %s rank %u (%llu, %llu, %llu, %llu)", ti.name, ti.rank,
+          (unsigned long long)ti.shape[0], (unsigned long long)ti.shape[1],
+          (unsigned long long)ti.shape[2], (unsigned long long)ti.shape[3]);
+    for (int k = 0; k < 6; k++) {
+        t.obs_u8 = px + 6 * (k % 3);
+        t.next_obs_u8 = px + 6 * (k % 3 + 1);
+        CHECK(api->observe(LC, &t) == FHD_OK, "conv observe: %s", api->last_error(LC));
+    }
+    fhd_learner *learners[2] = {L8, LC};
+    const char *configs[2] = {c8, cc};
+    for (int w = 0; w < 2; w++) {
+        fhd_learner *S = learners[w];
+        CHECK(api->train(S, 2, NULL) == FHD_OK, "train before saving: %s", api->last_error(S));
+        CHECK(api->checkpoint_save(S, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "save: %s",
+              api->last_error(S));
+        fhd_learner *R = fhd_test_create(api, configs[w]);
+        CHECK(api->checkpoint_load(R, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "load: %s",
+              api->last_error(R));
+        fhd_train_stats s1 = FHD_TRAIN_STATS_INIT, s2 = FHD_TRAIN_STATS_INIT;
+        CHECK(api->train(S, 3, &s1) == FHD_OK && api->train(R, 3, &s2) == FHD_OK, "train: %s",
+              api->last_error(R));
+        CHECK(s1.loss == s2.loss && s1.update_index == s2.update_index && s1.loss > 0.0f,
+              "resumed %s learner trains bitwise alike (loss %g, %g)", w ? "conv" : "uint8",
+              (double)s1.loss, (double)s2.loss);
+        remove(path);
+        api->destroy(R);
+    }
+    api->destroy(LC);
     api->destroy(L8);
     api->destroy(LF);
 }

@@ -1,0 +1,75 @@
+/* cpu_internal.h - the CPU backend's state, shared by its files (not an interface):
+ *   cpu_backend.c  creation, replay, sampling, state access, the ops table
+ *   cpu_net.c      the network: spectral norm, forwards, the update (DESIGN.md 4)
+ *   cpu_ops.c      linear layers, heads, loss, clipping, Adam (cpu_ops.h)
+ *   cpu_conv.c     convolutions: im2col + sgemm (cpu_ops.h)
+ */
+#ifndef FHD_CPU_INTERNAL_H
+#define FHD_CPU_INTERNAL_H
+
+#include "backend.h"
+#include "cpu_ops.h"
+#include "sumtree.h"
+
+struct fhd__backend {
+    fhd__config cfg;
+    fhd__layout lo;
+    uint64_t P;
+    float *params;                 /* (2P): online [0, P), target [P, 2P) */
+    float *grad, *adam_m, *adam_v; /* (P) each */
+    float *sn;                     /* (2 * sn_size): online u/v, then target u/v */
+    float *wsn; /* (2 * sum of normalised W sizes): W / sigma for online, then target */
+    uint64_t wsn_half;
+    float sigma[FHD_MAX_HIDDEN_LAYERS]; /* online sigma of this update */
+    float sigma_conv[FHD_MAX_CONV_LAYERS];
+    int eval_sn_fresh; /* online W_sn matches the current W and u, v for act */
+    uint64_t updates;
+
+    /* update scratch, B = batch_size rows */
+    uint32_t B;
+    float *h[FHD_MAX_HIDDEN_LAYERS + 1]; /* online(s) activations: h_l (B, H_l), head (B, HO) */
+    float *fa, *fb;                      /* (B, max_width) ping-pong for other forwards */
+    float *q, *qt, *qsel, *dq;           /* (B, KT) */
+    float *da, *db;                      /* (B, max_width) backward ping-pong */
+    float *y, *td, *sn_tmp;              /* (B), (B, D), (max(max_width, conv ckk)) */
+    /* conv torso (lo.NC > 0); per sample: A = lo.conv_max_act, C = lo.conv_max_col */
+    float *ca[FHD_MAX_CONV_LAYERS]; /* online(s) [and online(s')] activations (2B, cout hw) */
+    float *cpa, *cpb;               /* (B, A) ping-pong for the other forwards */
+    float *cda, *cdb;               /* (B, A) backward ping-pong */
+    float *col, *dcol;              /* (C) one sample's im2col matrix and its gradient */
+    /* network inputs obs_scale * obs when they are not the rows themselves (uint8, or a scale
+     * other than 1): xin (2B, S) for online(s) [and online(s')], xin2 (B, S) for the rest */
+    float *xin, *xin2;
+    float scale;
+    /* gathered batch: observation rows of ob bytes (the learner's dtype) */
+    uint64_t ob;
+    unsigned char *g_obs, *g_next; /* (B, S) each, g_next = g_obs + B rows */
+    float *g_ret, *g_disc, *g_w;   /* (B), (B), (B) */
+    int32_t *g_act;                /* (B, D) */
+    uint32_t *idx;                 /* (B) */
+    uint64_t *prio, *rand64;       /* (B) */
+
+    /* replay ring */
+    uint32_t capacity;
+    unsigned char *r_obs, *r_next; /* (N, S) each, the learner's dtype */
+    float *r_ret, *r_disc;         /* (N), (N) */
+    int32_t *r_act;                /* (N, D) */
+    fhd__sumtree tree;             /* prioritized only */
+    uint64_t pos, size, max_q;
+
+    fhd__update_stats last;
+    char err[512];
+};
+
+/* cpu_net.c */
+/* W_sn of networks [0, nets) (1: online, 2: online and target); train: one power iteration
+ * on the online vectors first. */
+void fhd__cpu_sn_prepare(fhd__backend *b, int train, int nets);
+/* Forward n observation rows (the learner's dtype; n <= 2B when keep, else <= B) through
+ * network `net` into q (n, KT). keep: online(s) of the update, activations kept. */
+void fhd__cpu_net_forward(fhd__backend *b, int net, const void *rows, uint32_t n, float *q,
+                          int keep);
+/* One update on a batch (DESIGN.md 4); stats may be NULL. */
+void fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st, float beta);
+
+#endif
