@@ -576,6 +576,8 @@ static const fhd__backend_ops cuda_ops = {
     op_latest_stats,
     op_check_invariants,
     op_finish,
+    nullptr, /* q_values_u8: float32 observations only (pixels are cpu-only for now) */
+    nullptr, /* replay_add_u8 */
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *
