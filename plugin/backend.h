@@ -75,6 +75,14 @@ typedef enum {
     FHD_STATE_LAST_WEIGHTS,     /* (B) IS weights of the last train update (read only) */
     FHD_STATE_REPLAY_OBS_U8,      /* (capacity, S) uint8, obs_dtype "uint8" */
     FHD_STATE_REPLAY_NEXT_OBS_U8, /* (capacity, S) uint8, obs_dtype "uint8" */
+    /* the frame-once replay (image observations, frame_add below): */
+    FHD_STATE_FRAMES,             /* (M, S) float32 frames, M = fhd__config_frame_capacity */
+    FHD_STATE_FRAMES_U8,          /* (M, S) uint8 frames */
+    FHD_STATE_FRAME_REFS,         /* (M) uint64: number of the last transition using the frame */
+    FHD_STATE_REPLAY_OBS_ID,      /* (capacity) uint64 frame id of each slot's obs */
+    FHD_STATE_REPLAY_NEXT_ID,     /* (capacity) uint64 frame id of each slot's next_obs */
+    FHD_STATE_FRAME_COUNTERS,     /* (3) uint64: frames added, transitions added, first live
+                                   * transition number */
 } fhd__state_kind;
 
 typedef struct fhd__backend_ops {
@@ -133,10 +141,26 @@ typedef struct fhd__backend_ops {
     int32_t (*replay_add_u8)(fhd__backend *b, uint32_t n, const uint8_t *obs,
                              const int32_t *actions, const float *returns,
                              const uint8_t *next_obs, const float *disc);
+
+    /* (optional; NULL: no frame-once replay, and the front refuses image observations for
+     * this backend) The frame-once replay of configs with obs_shape: each observation is
+     * stored once as a frame with a 64-bit id, and a transition refers to its obs and
+     * next_obs by id. frame_add stores one observation row (the learner's dtype) and gives
+     * its id in *id; when `hint` is the id of a frame still stored whose bytes equal the row,
+     * it is reused instead (an env's next_obs that becomes its next obs). replay_add_ids
+     * appends n transitions by frame id with the running max priority. A transition whose
+     * frame the ring has overwritten is never sampled (see cpu_replay_frames.c). */
+    int32_t (*frame_add)(fhd__backend *b, const void *row, uint64_t hint, uint64_t *id);
+    int32_t (*replay_add_ids)(fhd__backend *b, uint32_t n, const uint64_t *obs_ids,
+                              const int32_t *actions, const float *returns,
+                              const uint64_t *next_ids, const float *disc);
 } fhd__backend_ops;
 
 /* The CPU reference backend (plugin/cpu). */
 extern const fhd__backend_ops fhd__cpu_backend_ops;
+
+/* No frame id (frame_add's hint when there is none). */
+#define FHD_FRAME_NONE UINT64_MAX
 
 /* The CUDA module exports exactly this symbol (libfoxhunt_dqn_cuda.so). It returns NULL and
  * fills msg when no usable device is present (no driver, no device, wrong ops version). */
@@ -146,9 +170,14 @@ typedef const fhd__backend_ops *(*fhd__cuda_module_get_ops_fn)(uint32_t ops_vers
 
 /* Element size in bytes of a state kind. */
 static inline size_t fhd__state_elem_size(int kind) {
-    if (kind == FHD_STATE_REPLAY_OBS_U8 || kind == FHD_STATE_REPLAY_NEXT_OBS_U8)
+    if (kind == FHD_STATE_REPLAY_OBS_U8 || kind == FHD_STATE_REPLAY_NEXT_OBS_U8 ||
+        kind == FHD_STATE_FRAMES_U8)
         return 1;
-    return (kind == FHD_STATE_REPLAY_PRIORITY) ? 8 : 4;
+    if (kind == FHD_STATE_REPLAY_PRIORITY || kind == FHD_STATE_FRAME_REFS ||
+        kind == FHD_STATE_REPLAY_OBS_ID || kind == FHD_STATE_REPLAY_NEXT_ID ||
+        kind == FHD_STATE_FRAME_COUNTERS)
+        return 8;
+    return 4;
 }
 
 #endif

@@ -72,6 +72,10 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
         *path = "$.obs_dtype";
         return "uint8 observations (obs_dtype \"uint8\")";
     }
+    if (c->num_obs_shape > 0) {
+        *path = "$.obs_shape";
+        return "image observations (obs_shape, with their frame-once replay)";
+    }
     return NULL;
 }
 

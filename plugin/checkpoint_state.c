@@ -124,10 +124,25 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
         /* observations in the learner's dtype (obs_dtype "uint8": U8, a quarter of the bytes) */
         const int u8 = cfg->obs_dtype == FHD_OBS_UINT8;
         const int obs_dt = u8 ? FHD_CK_U8 : FHD_CK_F32;
-        add_backend(&b, "replay.obs", obs_dt, 2, DIMS(N, S),
-                    u8 ? FHD_STATE_REPLAY_OBS_U8 : FHD_STATE_REPLAY_OBS, 0, 1, 1);
-        add_backend(&b, "replay.next_obs", obs_dt, 2, DIMS(N, S),
-                    u8 ? FHD_STATE_REPLAY_NEXT_OBS_U8 : FHD_STATE_REPLAY_NEXT_OBS, 0, 1, 1);
+        const int frames = cfg->num_obs_shape > 0; /* image observations: each frame once */
+        if (frames) {
+            const uint64_t M = fhd__config_frame_capacity(cfg);
+            add_backend(&b, "replay.frames", obs_dt, 2, DIMS(M, S),
+                        u8 ? FHD_STATE_FRAMES_U8 : FHD_STATE_FRAMES, 0, 1, 1);
+            add_backend(&b, "replay.frame_refs", FHD_CK_U64, 1, DIMS(M, 0), FHD_STATE_FRAME_REFS,
+                        0, 1, 1);
+            add_backend(&b, "replay.obs_ids", FHD_CK_U64, 1, DIMS(N, 0), FHD_STATE_REPLAY_OBS_ID,
+                        0, 1, 1);
+            add_backend(&b, "replay.next_ids", FHD_CK_U64, 1, DIMS(N, 0),
+                        FHD_STATE_REPLAY_NEXT_ID, 0, 1, 1);
+            add_backend(&b, "replay.frame_counters", FHD_CK_U64, 1, DIMS(3, 0),
+                        FHD_STATE_FRAME_COUNTERS, 0, 1, 1);
+        } else {
+            add_backend(&b, "replay.obs", obs_dt, 2, DIMS(N, S),
+                        u8 ? FHD_STATE_REPLAY_OBS_U8 : FHD_STATE_REPLAY_OBS, 0, 1, 1);
+            add_backend(&b, "replay.next_obs", obs_dt, 2, DIMS(N, S),
+                        u8 ? FHD_STATE_REPLAY_NEXT_OBS_U8 : FHD_STATE_REPLAY_NEXT_OBS, 0, 1, 1);
+        }
         add_backend(&b, "replay.actions", FHD_CK_I32, 2, DIMS(N, D),
                     FHD_STATE_REPLAY_ACTIONS, 0, 1, 1);
         add_backend(&b, "replay.returns", FHD_CK_F32, 1, DIMS(N, 0),
@@ -139,7 +154,12 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
                     FHD_STATE_REPLAY_PRIORITY, 0,
                         1, 1);
         /* n-step staging rings */
-        add_field(&b, "staging.obs", obs_dt, 3, E, n, S, FHD_CKF_ST_OBS, 1);
+        if (frames) {
+            add_field(&b, "staging.frame_ids", FHD_CK_U64, 2, E, n, 0, FHD_CKF_ST_FRAME_ID, 1);
+            add_field(&b, "step.last_frame_ids", FHD_CK_U64, 1, E, 0, 0, FHD_CKF_LAST_FRAME, 1);
+        } else {
+            add_field(&b, "staging.obs", obs_dt, 3, E, n, S, FHD_CKF_ST_OBS, 1);
+        }
         add_field(&b, "staging.actions", FHD_CK_I32, 3, E, n, D, FHD_CKF_ST_ACT, 1);
         add_field(&b, "staging.rewards", FHD_CK_F32, 2, E, n, 0, FHD_CKF_ST_REW, 1);
         add_field(&b, "staging.head", FHD_CK_U32, 1, E, 0, 0, FHD_CKF_ST_HEAD, 1);
@@ -255,6 +275,10 @@ void *fhd__ck_field_ptr(fhd_learner *L, fhd__ck_scalars *sc, int field) {
         return L->prev_act;
     case FHD_CKF_EP_RETURN:
         return L->ep_return;
+    case FHD_CKF_ST_FRAME_ID:
+        return L->st_id;
+    case FHD_CKF_LAST_FRAME:
+        return L->last_frame;
     case FHD_CKF_EP_LEN:
         return L->ep_len;
     default:

@@ -76,7 +76,9 @@ typedef enum {
     FHD_CKF_PREV_OBS,
     FHD_CKF_PREV_ACT,
     FHD_CKF_EP_RETURN,
-    FHD_CKF_EP_LEN
+    FHD_CKF_EP_LEN,
+    FHD_CKF_ST_FRAME_ID, /* frame-once replay (image observations) */
+    FHD_CKF_LAST_FRAME
 } fhd__ck_field;
 
 typedef struct fhd__ck_tensor {

@@ -29,16 +29,20 @@ int32_t fhd__cfg_check_consistency(const fhd__cfg_schema *s, fhd__config *c,
             "obs_dim or obs_shape, conv, hidden, actions and dueling); allowed: at most "
             "%" JSON_INTEGER_FORMAT,
             params, s->param_count_max);
-    /* obs and next_obs of every slot (the replay's layout, cpu_backend.c) */
+    /* the replay's observation bytes: obs and next_obs of every slot, or with image
+     * observations the frame ring (each observation once, cpu_replay_frames.c) */
     obs_bytes = fhd__config_obs_bytes(c);
-    if ((uint64_t)c->replay_capacity * 2 * obs_bytes > (uint64_t)s->replay_bytes_max)
-        return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.replay_capacity",
-                             "%" PRIu32 " slots x 2 observations (obs, next_obs) x %" PRIu64
-                             " bytes = %" PRIu64
-                             " bytes of replay; allowed: at most %" JSON_INTEGER_FORMAT
-                             " bytes (limits.replay_bytes_max)",
-                             c->replay_capacity, obs_bytes,
-                             (uint64_t)c->replay_capacity * 2 * obs_bytes, s->replay_bytes_max);
+    {
+        const uint64_t frames = c->num_obs_shape ? fhd__config_frame_capacity(c)
+                                                 : 2 * (uint64_t)c->replay_capacity;
+        if (frames * obs_bytes > (uint64_t)s->replay_bytes_max)
+            return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.replay_capacity",
+                                 "%" PRIu32 " slots need %" PRIu64 " observations of %" PRIu64
+                                 " bytes = %" PRIu64 " bytes of replay; allowed: at most "
+                                 "%" JSON_INTEGER_FORMAT " bytes (limits.replay_bytes_max)",
+                                 c->replay_capacity, frames, obs_bytes, frames * obs_bytes,
+                                 s->replay_bytes_max);
+    }
     if (c->batch_size > c->replay_capacity)
         return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.batch_size",
                              "%" PRIu32 " is larger than replay_capacity (%" PRIu32
@@ -105,6 +109,14 @@ float fhd__config_obs_scale(const fhd__config *cfg) {
     if (cfg->obs_scale != 0.0)
         return (float)cfg->obs_scale;
     return cfg->obs_dtype == FHD_OBS_UINT8 ? 1.0f / 255.0f : 1.0f;
+}
+
+uint64_t fhd__config_frame_capacity(const fhd__config *cfg) {
+    const uint64_t N = cfg->replay_capacity;
+    /* frames an observation staged for the n-step return may see added before it is used:
+     * at most two per env and call (obs, next_obs) over n_step + 1 calls */
+    const uint64_t pending = 2 * (uint64_t)cfg->num_envs * (cfg->n_step + 1) + 1;
+    return N + (N / 32 > pending ? N / 32 : pending);
 }
 
 uint64_t fhd__config_obs_bytes(const fhd__config *cfg) {

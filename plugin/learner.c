@@ -71,9 +71,16 @@ static int alloc_all(fhd_learner *L) {
     L->tb_disc = calloc(B, sizeof(float));
     L->tb_w = calloc(B, sizeof(float));
     L->next_rows = calloc(E, sizeof(*L->next_rows));
+    L->st_id = calloc(En, sizeof(uint64_t));
+    L->em_obs_id = calloc(En, sizeof(uint64_t));
+    L->em_next_id = calloc(En, sizeof(uint64_t));
+    L->last_frame = malloc(sizeof(uint64_t) * E);
+    for (uint32_t e = 0; L->last_frame && e < E; e++)
+        L->last_frame[e] = FHD_FRAME_NONE;
     return L->st_obs && L->st_act && L->st_rew && L->st_head && L->st_len && L->em_obs &&
            L->em_next && L->em_ret && L->em_disc && L->em_act && L->prev_obs && L->prev_act &&
-           L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w && L->next_rows;
+           L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w && L->next_rows &&
+           L->st_id && L->em_obs_id && L->em_next_id && L->last_frame;
 }
 
 static void free_all(fhd_learner *L) {
@@ -95,6 +102,10 @@ static void free_all(fhd_learner *L) {
     free(L->tb_disc);
     free(L->tb_w);
     free((void *)L->next_rows);
+    free(L->st_id);
+    free(L->em_obs_id);
+    free(L->em_next_id);
+    free(L->last_frame);
 }
 
 void fhd__learner_destroy(fhd_learner *L) {
@@ -141,6 +152,13 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
                        "$.obs_dtype: the %s backend takes float32 observations only", L->ops->name);
         rc = FHD_ERR_BACKEND_UNAVAILABLE;
     }
+    if (rc == FHD_OK && cfg.num_obs_shape > 0 && !(L->ops->frame_add && L->ops->replay_add_ids)) {
+        fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, "$.obs_shape",
+                       "$.obs_shape: the %s backend has no frame replay for image observations",
+                       L->ops->name);
+        rc = FHD_ERR_BACKEND_UNAVAILABLE;
+    }
+    L->frames = cfg.num_obs_shape > 0;
     if (rc != FHD_OK) {
         fhd__learner_destroy(L);
         return rc;
@@ -256,9 +274,14 @@ static void emit(fhd_learner *L, uint32_t e, uint32_t j, const unsigned char *ne
     }
     const uint32_t slot = (L->st_head[e] + j) % n;
     const uint32_t o = (*count)++;
-    memcpy(L->em_obs + (size_t)o * ob, L->st_obs + ((size_t)e * n + slot) * ob, ob);
+    if (L->frames) { /* next_obs is the frame just added for env e */
+        L->em_obs_id[o] = L->st_id[(size_t)e * n + slot];
+        L->em_next_id[o] = L->last_frame[e];
+    } else {
+        memcpy(L->em_obs + (size_t)o * ob, L->st_obs + ((size_t)e * n + slot) * ob, ob);
+        memcpy(L->em_next + (size_t)o * ob, next_obs, ob);
+    }
     memcpy(L->em_act + (size_t)o * D, L->st_act + ((size_t)e * n + slot) * D, sizeof(int32_t) * D);
-    memcpy(L->em_next + (size_t)o * ob, next_obs, ob);
     L->em_ret[o] = (float)ret;
     L->em_disc[o] = terminated ? 0.0f : (float)gk; /* gamma^m, m = len - j */
 }
@@ -277,7 +300,16 @@ static int32_t ingest(fhd_learner *L, const unsigned char *obs, const int32_t *a
         stepped++;
         /* push (s, a, r) */
         uint32_t slot = (L->st_head[e] + L->st_len[e]) % n;
-        memcpy(L->st_obs + ((size_t)e * n + slot) * ob, obs + (size_t)e * ob, ob);
+        if (L->frames) { /* s once as a frame (the last next_obs when it is the same), s' too */
+            int32_t rc = L->ops->frame_add(L->be, obs + (size_t)e * ob, L->last_frame[e],
+                                           &L->st_id[(size_t)e * n + slot]);
+            if (rc == FHD_OK)
+                rc = L->ops->frame_add(L->be, next_rows[e], FHD_FRAME_NONE, &L->last_frame[e]);
+            if (rc != FHD_OK)
+                return backend_fail(L, rc, "observe");
+        } else {
+            memcpy(L->st_obs + ((size_t)e * n + slot) * ob, obs + (size_t)e * ob, ob);
+        }
         memcpy(L->st_act + ((size_t)e * n + slot) * D, act + (size_t)e * D, sizeof(int32_t) * D);
         L->st_rew[(size_t)e * n + slot] = rew[e];
         L->st_len[e]++;
@@ -306,7 +338,12 @@ static int32_t ingest(fhd_learner *L, const unsigned char *obs, const int32_t *a
         }
     }
     L->env_steps += stepped;
-    if (count) {
+    if (count && L->frames) {
+        int32_t rc = L->ops->replay_add_ids(L->be, count, L->em_obs_id, L->em_act, L->em_ret,
+                                            L->em_next_id, L->em_disc);
+        if (rc != FHD_OK)
+            return backend_fail(L, rc, "observe");
+    } else if (count) {
         int32_t rc = L->cfg.obs_dtype == FHD_OBS_UINT8
                          ? L->ops->replay_add_u8(L->be, count, L->em_obs, L->em_act, L->em_ret,
                                                  L->em_next, L->em_disc)

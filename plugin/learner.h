@@ -40,6 +40,13 @@ struct fhd_learner {
     float *em_ret, *em_disc;         /* (E n), (E n) */
     int32_t *em_act;                            /* (E n, D) */
 
+    /* frame-once replay (image observations, backend frame_add): observations are stored
+     * once as frames; the staging holds their ids instead of their bytes */
+    int frames;
+    uint64_t *st_id;                  /* (E, n) frame id of each staged obs */
+    uint64_t *em_obs_id, *em_next_id; /* (E n) */
+    uint64_t *last_frame;             /* (E) frame id of each env's last next_obs, or NONE */
+
     /* step(): the previous call's observations and actions */
     unsigned char *prev_obs; /* (E, S), the learner's dtype */
     int32_t *prev_act; /* (E, D) */

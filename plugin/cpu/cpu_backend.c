@@ -68,6 +68,7 @@ static void cpu_destroy(fhd__backend *b) {
     free(b->rand64);
     free(b->r_obs);
     free(b->r_next);
+    fhd__cpu_frames_free(b);
     free(b->r_ret);
     free(b->r_disc);
     free(b->r_act);
@@ -147,15 +148,20 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->idx = (uint32_t *)xalloc(B, sizeof(uint32_t), &ok);
     b->prio = (uint64_t *)xalloc(B, sizeof(uint64_t), &ok);
     b->rand64 = (uint64_t *)xalloc(B, sizeof(uint64_t), &ok);
-    b->r_obs = (unsigned char *)xalloc(N, b->ob, &ok);
-    b->r_next = (unsigned char *)xalloc(N, b->ob, &ok);
+    if (cfg->num_obs_shape > 0) { /* image observations: each frame once */
+        fhd__cpu_frames_alloc(b, &ok);
+    } else {
+        b->r_obs = (unsigned char *)xalloc(N, b->ob, &ok);
+        b->r_next = (unsigned char *)xalloc(N, b->ob, &ok);
+    }
     b->r_ret = (float *)xalloc(N, sizeof(float), &ok);
     b->r_disc = (float *)xalloc(N, sizeof(float), &ok);
     b->r_act = (int32_t *)xalloc(N * D, sizeof(int32_t), &ok);
     if (ok && cfg->replay == FHD_REPLAY_PRIORITIZED && fhd__sumtree_init(&b->tree, b->capacity))
         ok = 0;
     if (!ok) {
-        uint64_t bytes = 2 * N * b->ob + (2 * N + N * D) * 4 + 5 * P * 4;
+        uint64_t rows = cfg->num_obs_shape ? fhd__config_frame_capacity(cfg) : 2 * N;
+        uint64_t bytes = rows * b->ob + (2 * N + N * D) * 4 + 5 * P * 4;
         snprintf(msg, msg_cap,
                  "cpu backend: out of memory: replay_capacity %u x obs_dim %u (%llu bytes each) "
                  "and %llu parameters need about %.1f MiB",
@@ -238,6 +244,8 @@ static int32_t cpu_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, 
 static int32_t replay_add_rows(fhd__backend *b, uint32_t n, const unsigned char *obs,
                                const int32_t *actions, const float *returns,
                                const unsigned char *next_obs, const float *disc) {
+    if (b->frames)
+        return fail(b, FHD_ERR_INTERNAL, "replay_add: image observations go through frame_add");
     const uint32_t D = b->lo.D;
     const size_t ob = (size_t)b->ob;
     for (uint32_t i = 0; i < n; i++) {
@@ -301,14 +309,17 @@ static float sample_batch(fhd__backend *b, uint64_t u) {
         }
     } else {
         for (uint32_t j = 0; j < B; j++) {
-            b->idx[j] = (uint32_t)fhd__rng_below64(b->rand64[j], b->size);
+            const uint64_t r = fhd__rng_below64(b->rand64[j], b->size);
+            b->idx[j] = (uint32_t)(b->frames ? fhd__cpu_frames_slot(b, r) : r);
             b->g_w[j] = 1.0f;
         }
     }
     for (uint32_t j = 0; j < B; j++) {
         const uint64_t s = b->idx[j];
-        memcpy(b->g_obs + (size_t)j * ob, b->r_obs + s * ob, ob);
-        memcpy(b->g_next + (size_t)j * ob, b->r_next + s * ob, ob);
+        memcpy(b->g_obs + (size_t)j * ob, b->frames ? fhd__cpu_frames_obs(b, s, 0) : b->r_obs + s * ob,
+               ob);
+        memcpy(b->g_next + (size_t)j * ob,
+               b->frames ? fhd__cpu_frames_obs(b, s, 1) : b->r_next + s * ob, ob);
         memcpy(b->g_act + (size_t)j * D, b->r_act + s * D, sizeof(int32_t) * D);
         b->g_ret[j] = b->r_ret[s];
         b->g_disc[j] = b->r_disc[s];
@@ -379,6 +390,8 @@ static int32_t state_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t co
     case FHD_STATE_REPLAY_NEXT_OBS:
     case FHD_STATE_REPLAY_OBS_U8:
     case FHD_STATE_REPLAY_NEXT_OBS_U8:
+        if (b->frames)
+            return fail(b, FHD_ERR_NOT_FOUND, "the replay stores frames (image observations)");
         if ((b->cfg.obs_dtype == FHD_OBS_UINT8) !=
             (kind == FHD_STATE_REPLAY_OBS_U8 || kind == FHD_STATE_REPLAY_NEXT_OBS_U8))
             return fail(b, FHD_ERR_NOT_FOUND,
@@ -398,6 +411,16 @@ static int32_t state_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t co
         break;
     case FHD_STATE_LAST_INDICES: base = b->idx; n = b->B; break;
     case FHD_STATE_LAST_WEIGHTS: base = b->g_w; n = b->B; break;
+    case FHD_STATE_FRAMES:
+    case FHD_STATE_FRAMES_U8:
+    case FHD_STATE_FRAME_REFS:
+    case FHD_STATE_REPLAY_OBS_ID:
+    case FHD_STATE_REPLAY_NEXT_ID:
+    case FHD_STATE_FRAME_COUNTERS:
+        base = b->frames ? fhd__cpu_frames_state(b, kind, &n) : NULL;
+        if (!base)
+            return fail(b, FHD_ERR_NOT_FOUND, "no frame replay of this kind and dtype");
+        break;
     default: return fail(b, FHD_ERR_NOT_FOUND, "unknown state kind");
     }
     if (writing && (kind == FHD_STATE_LAST_INDICES || kind == FHD_STATE_LAST_WEIGHTS))
@@ -426,6 +449,8 @@ static int32_t cpu_write(fhd__backend *b, int kind, uint64_t offset, uint64_t co
     b->eval_sn_fresh = 0;
     if (kind == FHD_STATE_REPLAY_PRIORITY)
         fhd__sumtree_rebuild(&b->tree);
+    if (kind == FHD_STATE_FRAME_COUNTERS)
+        fhd__cpu_frames_sync(b);
     return FHD_OK;
 }
 
@@ -444,6 +469,12 @@ static int32_t cpu_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) 
     b->pos = in->replay_pos;
     b->size = in->replay_size;
     b->max_q = in->max_priority_q;
+    if (b->frames && in->replay_size == 0) { /* an empty replay: no frames either */
+        memset(b->fc, 0, sizeof b->fc);
+        for (uint64_t i = 0; i < b->M; i++)
+            b->f_ref[i] = FHD_FRAME_NONE;
+        b->pos = 0;
+    }
     return FHD_OK;
 }
 
@@ -453,6 +484,13 @@ static int32_t cpu_latest_stats(fhd__backend *b, fhd__update_stats *out) {
 }
 
 static int32_t cpu_check_invariants(fhd__backend *b, char *msg, size_t cap) {
+    if (b->frames) {
+        if (b->cfg.replay == FHD_REPLAY_PRIORITIZED && fhd__sumtree_check(&b->tree) != 0) {
+            snprintf(msg, cap, "sum tree: an internal node differs from the sum of its children");
+            return FHD_ERR_INTERNAL;
+        }
+        return fhd__cpu_frames_check(b, msg, cap);
+    }
     if (b->pos >= b->capacity || b->size > b->capacity ||
         (b->size < b->capacity && b->pos != b->size)) {
         snprintf(msg, cap, "ring: pos %llu size %llu capacity %u", (unsigned long long)b->pos,
@@ -497,4 +535,6 @@ const fhd__backend_ops fhd__cpu_backend_ops = {
     NULL, /* finish: the CPU backend is synchronous */
     cpu_q_values_u8,
     cpu_replay_add_u8,
+    fhd__cpu_frame_add,
+    fhd__cpu_replay_add_ids,
 };

@@ -48,15 +48,31 @@ static void test_valid_mask_u8(void) {
     const int start[3] = {0, 1, 100}, nexts[3] = {2, 3, 103};
     const float ret[3] = {2.0f, 3.5f, 25.0f};
     fhd__backend_scalars sc;
-    uint8_t ro[32], rn[32];
+    uint8_t ro[32], rn[32], fr[2 * 64];
+    uint64_t oid[16], nid[16], fcnt[3];
     float rr[16], rd[16];
     L->ops->get_scalars(L->be, &sc);
     CHECK(sc.replay_size == 3, "u8 replay holds %llu, expected 3", (unsigned long long)sc.replay_size);
-    CHECK(L->ops->read(L->be, FHD_STATE_REPLAY_OBS_U8, 0, 32, ro) == FHD_OK &&
-              L->ops->read(L->be, FHD_STATE_REPLAY_NEXT_OBS_U8, 0, 32, rn) == FHD_OK,
-          "u8 replay reads");
-    CHECK(L->ops->read(L->be, FHD_STATE_REPLAY_OBS, 0, 32, rr) == FHD_ERR_NOT_FOUND,
-          "a uint8 replay has no float observations");
+    /* image observations: a frame replay; rebuild each slot's rows from the frame ids */
+    const uint64_t M = fhd__config_frame_capacity(&L->cfg);
+    CHECK(M <= 64 && L->ops->read(L->be, FHD_STATE_FRAMES_U8, 0, 2 * M, fr) == FHD_OK &&
+              L->ops->read(L->be, FHD_STATE_REPLAY_OBS_ID, 0, 16, oid) == FHD_OK &&
+              L->ops->read(L->be, FHD_STATE_REPLAY_NEXT_ID, 0, 16, nid) == FHD_OK &&
+              L->ops->read(L->be, FHD_STATE_FRAME_COUNTERS, 0, 3, fcnt) == FHD_OK,
+          "u8 frame replay reads");
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            ro[2 * i + j] = fr[2 * (oid[i] % M) + (uint64_t)j];
+            rn[2 * i + j] = fr[2 * (nid[i] % M) + (uint64_t)j];
+        }
+    /* frames: env 0 adds obs 0 and next 1, 2, 3 (each next is its following obs: reused);
+     * env 1 adds 100 and 101 at t = 0, skips t = 1, then 102 (not its last next, 101: a new
+     * frame) and 103: 8 frames for 6 env steps */
+    CHECK(fcnt[1] == 3 && fcnt[2] == 0, "transitions %llu, first live %llu",
+          (unsigned long long)fcnt[1], (unsigned long long)fcnt[2]);
+    CHECK(fcnt[0] == 8, "frames added %llu, expected 8", (unsigned long long)fcnt[0]);
+    CHECK(L->ops->read(L->be, FHD_STATE_REPLAY_OBS_U8, 0, 32, ro + 16) == FHD_ERR_NOT_FOUND,
+          "a frame replay has no obs rows per slot");
     L->ops->read(L->be, FHD_STATE_REPLAY_RETURNS, 0, 16, rr);
     L->ops->read(L->be, FHD_STATE_REPLAY_DISC, 0, 16, rd);
     for (int i = 0; i < 3; i++) {
