@@ -76,11 +76,12 @@ typedef enum {
     FHD_STATE_REPLAY_OBS_U8,      /* (capacity, S) uint8, obs_dtype "uint8" */
     FHD_STATE_REPLAY_NEXT_OBS_U8, /* (capacity, S) uint8, obs_dtype "uint8" */
     /* the frame-once replay (image observations, frame_add below): */
-    FHD_STATE_FRAMES,             /* (M, S) float32 frames, M = fhd__config_frame_capacity */
-    FHD_STATE_FRAMES_U8,          /* (M, S) uint8 frames */
+    FHD_STATE_FRAMES,             /* (M, S / k) float32 frames, M = fhd__config_frame_capacity,
+                                   * k = frame_stack */
+    FHD_STATE_FRAMES_U8,          /* (M, S / k) uint8 frames */
     FHD_STATE_FRAME_REFS,         /* (M) uint64: number of the last transition using the frame */
-    FHD_STATE_REPLAY_OBS_ID,      /* (capacity) uint64 frame id of each slot's obs */
-    FHD_STATE_REPLAY_NEXT_ID,     /* (capacity) uint64 frame id of each slot's next_obs */
+    FHD_STATE_REPLAY_OBS_ID,      /* (capacity, k) uint64 frame ids of each slot's obs */
+    FHD_STATE_REPLAY_NEXT_ID,     /* (capacity, k) uint64 frame ids of each slot's next_obs */
     FHD_STATE_FRAME_COUNTERS,     /* (3) uint64: frames added, transitions added, first live
                                    * transition number */
 } fhd__state_kind;
@@ -143,14 +144,18 @@ typedef struct fhd__backend_ops {
                              const uint8_t *next_obs, const float *disc);
 
     /* (optional; NULL: no frame-once replay, and the front refuses image observations for
-     * this backend) The frame-once replay of configs with obs_shape: each observation is
-     * stored once as a frame with a 64-bit id, and a transition refers to its obs and
-     * next_obs by id. frame_add stores one observation row (the learner's dtype) and gives
-     * its id in *id; when `hint` is the id of a frame still stored whose bytes equal the row,
-     * it is reused instead (an env's next_obs that becomes its next obs). replay_add_ids
-     * appends n transitions by frame id with the running max priority. A transition whose
-     * frame the ring has overwritten is never sampled (see cpu_replay_frames.c). */
-    int32_t (*frame_add)(fhd__backend *b, const void *row, uint64_t hint, uint64_t *id);
+     * this backend) The frame-once replay of configs with obs_shape: an observation is k =
+     * frame_stack frames (channel-first: frame j is channels [j C/k, (j+1) C/k)), each frame
+     * stored once with a 64-bit id, and a transition refers to its obs and next_obs by their
+     * k ids. frame_add stores one observation row (the learner's dtype) and gives its k ids in
+     * ids; `hint` (k ids, or NULL) is a related observation still stored: when the row equals
+     * it, its ids are reused (an env's next_obs that becomes its next obs); when the row's
+     * first k-1 frames are the hint's last k-1 (a stack shifted by one frame), only the newest
+     * frame is stored; equal consecutive frames of one row (a stack padded at an episode's
+     * start) are stored once. replay_add_ids appends n transitions by ids ((n, k) each) with
+     * the running max priority. A transition whose frame the ring has overwritten is never
+     * sampled (see cpu_replay_frames.c). */
+    int32_t (*frame_add)(fhd__backend *b, const void *row, const uint64_t *hint, uint64_t *ids);
     int32_t (*replay_add_ids)(fhd__backend *b, uint32_t n, const uint64_t *obs_ids,
                               const int32_t *actions, const float *returns,
                               const uint64_t *next_ids, const float *disc);

@@ -127,13 +127,14 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
         const int frames = cfg->num_obs_shape > 0; /* image observations: each frame once */
         if (frames) {
             const uint64_t M = fhd__config_frame_capacity(cfg);
-            add_backend(&b, "replay.frames", obs_dt, 2, DIMS(M, S),
+            const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1; /* frames / obs */
+            add_backend(&b, "replay.frames", obs_dt, 2, DIMS(M, S / k),
                         u8 ? FHD_STATE_FRAMES_U8 : FHD_STATE_FRAMES, 0, 1, 1);
             add_backend(&b, "replay.frame_refs", FHD_CK_U64, 1, DIMS(M, 0), FHD_STATE_FRAME_REFS,
                         0, 1, 1);
-            add_backend(&b, "replay.obs_ids", FHD_CK_U64, 1, DIMS(N, 0), FHD_STATE_REPLAY_OBS_ID,
+            add_backend(&b, "replay.obs_ids", FHD_CK_U64, 2, DIMS(N, k), FHD_STATE_REPLAY_OBS_ID,
                         0, 1, 1);
-            add_backend(&b, "replay.next_ids", FHD_CK_U64, 1, DIMS(N, 0),
+            add_backend(&b, "replay.next_ids", FHD_CK_U64, 2, DIMS(N, k),
                         FHD_STATE_REPLAY_NEXT_ID, 0, 1, 1);
             add_backend(&b, "replay.frame_counters", FHD_CK_U64, 1, DIMS(3, 0),
                         FHD_STATE_FRAME_COUNTERS, 0, 1, 1);
@@ -155,8 +156,9 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
                         1, 1);
         /* n-step staging rings */
         if (frames) {
-            add_field(&b, "staging.frame_ids", FHD_CK_U64, 2, E, n, 0, FHD_CKF_ST_FRAME_ID, 1);
-            add_field(&b, "step.last_frame_ids", FHD_CK_U64, 1, E, 0, 0, FHD_CKF_LAST_FRAME, 1);
+            const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1;
+            add_field(&b, "staging.frame_ids", FHD_CK_U64, 3, E, n, k, FHD_CKF_ST_FRAME_ID, 1);
+            add_field(&b, "step.last_frame_ids", FHD_CK_U64, 2, E, k, 0, FHD_CKF_LAST_FRAME, 1);
         } else {
             add_field(&b, "staging.obs", obs_dt, 3, E, n, S, FHD_CKF_ST_OBS, 1);
         }

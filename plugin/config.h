@@ -121,7 +121,8 @@ uint64_t fhd__config_param_count(const fhd__config *cfg);
  * (1/255 for uint8, 1 for float32). */
 float fhd__config_obs_scale(const fhd__config *cfg);
 /* Frames of the frame-once replay of image observations (obs_shape): M = capacity +
- * max(capacity / 32, 2 num_envs (n_step + 1) + 1), room for every live transition's frames
+ * max(capacity / 32, 2 k num_envs (n_step + 1) + 1), k = frame_stack (a frame is 1/k of an
+ * observation), room for every live transition's frames
  * and the observations still pending in the n-step staging (cpu_replay_frames.c). */
 uint64_t fhd__config_frame_capacity(const fhd__config *cfg);
 /* Bytes of one observation row: S * (4 for float32, 1 for uint8). */

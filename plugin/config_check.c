@@ -33,8 +33,11 @@ int32_t fhd__cfg_check_consistency(const fhd__cfg_schema *s, fhd__config *c,
      * observations the frame ring (each observation once, cpu_replay_frames.c) */
     obs_bytes = fhd__config_obs_bytes(c);
     {
+        /* image observations: frames of 1 / frame_stack of an observation */
         const uint64_t frames = c->num_obs_shape ? fhd__config_frame_capacity(c)
                                                  : 2 * (uint64_t)c->replay_capacity;
+        if (c->num_obs_shape && c->frame_stack > 1)
+            obs_bytes /= c->frame_stack;
         if (frames * obs_bytes > (uint64_t)s->replay_bytes_max)
             return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.replay_capacity",
                                  "%" PRIu32 " slots need %" PRIu64 " observations of %" PRIu64
@@ -114,8 +117,9 @@ float fhd__config_obs_scale(const fhd__config *cfg) {
 uint64_t fhd__config_frame_capacity(const fhd__config *cfg) {
     const uint64_t N = cfg->replay_capacity;
     /* frames an observation staged for the n-step return may see added before it is used:
-     * at most two per env and call (obs, next_obs) over n_step + 1 calls */
-    const uint64_t pending = 2 * (uint64_t)cfg->num_envs * (cfg->n_step + 1) + 1;
+     * at most 2 k per env and call (obs, next_obs of k frames each) over n_step + 1 calls */
+    const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1;
+    const uint64_t pending = 2 * k * (uint64_t)cfg->num_envs * (cfg->n_step + 1) + 1;
     return N + (N / 32 > pending ? N / 32 : pending);
 }
 

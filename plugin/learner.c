@@ -71,12 +71,13 @@ static int alloc_all(fhd_learner *L) {
     L->tb_disc = calloc(B, sizeof(float));
     L->tb_w = calloc(B, sizeof(float));
     L->next_rows = calloc(E, sizeof(*L->next_rows));
-    L->st_id = calloc(En, sizeof(uint64_t));
-    L->em_obs_id = calloc(En, sizeof(uint64_t));
-    L->em_next_id = calloc(En, sizeof(uint64_t));
-    L->last_frame = malloc(sizeof(uint64_t) * E);
-    for (uint32_t e = 0; L->last_frame && e < E; e++)
-        L->last_frame[e] = FHD_FRAME_NONE;
+    const size_t k = L->fk;
+    L->st_id = calloc(En * k, sizeof(uint64_t));
+    L->em_obs_id = calloc(En * k, sizeof(uint64_t));
+    L->em_next_id = calloc(En * k, sizeof(uint64_t));
+    L->last_frame = malloc(sizeof(uint64_t) * E * k);
+    for (size_t i = 0; L->last_frame && i < E * k; i++)
+        L->last_frame[i] = FHD_FRAME_NONE;
     return L->st_obs && L->st_act && L->st_rew && L->st_head && L->st_len && L->em_obs &&
            L->em_next && L->em_ret && L->em_disc && L->em_act && L->prev_obs && L->prev_act &&
            L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w && L->next_rows &&
@@ -139,6 +140,7 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
     L->E = cfg.num_envs;
     L->n = cfg.n_step;
     L->ob = fhd__config_obs_bytes(&cfg);
+    L->fk = cfg.num_obs_shape && cfg.frame_stack ? cfg.frame_stack : 1;
     if (!alloc_all(L)) {
         fhd__learner_destroy(L);
         fhd__error_set(err, FHD_ERR_OUT_OF_MEMORY, "", "init: out of memory (num_envs %u, n_step %u)",
@@ -274,9 +276,10 @@ static void emit(fhd_learner *L, uint32_t e, uint32_t j, const unsigned char *ne
     }
     const uint32_t slot = (L->st_head[e] + j) % n;
     const uint32_t o = (*count)++;
-    if (L->frames) { /* next_obs is the frame just added for env e */
-        L->em_obs_id[o] = L->st_id[(size_t)e * n + slot];
-        L->em_next_id[o] = L->last_frame[e];
+    if (L->frames) { /* next_obs: the frames just added for env e */
+        const size_t k = L->fk;
+        memcpy(L->em_obs_id + o * k, L->st_id + ((size_t)e * n + slot) * k, sizeof(uint64_t) * k);
+        memcpy(L->em_next_id + o * k, L->last_frame + e * k, sizeof(uint64_t) * k);
     } else {
         memcpy(L->em_obs + (size_t)o * ob, L->st_obs + ((size_t)e * n + slot) * ob, ob);
         memcpy(L->em_next + (size_t)o * ob, next_obs, ob);
@@ -300,11 +303,13 @@ static int32_t ingest(fhd_learner *L, const unsigned char *obs, const int32_t *a
         stepped++;
         /* push (s, a, r) */
         uint32_t slot = (L->st_head[e] + L->st_len[e]) % n;
-        if (L->frames) { /* s once as a frame (the last next_obs when it is the same), s' too */
-            int32_t rc = L->ops->frame_add(L->be, obs + (size_t)e * ob, L->last_frame[e],
-                                           &L->st_id[(size_t)e * n + slot]);
+        if (L->frames) { /* s: the last next_obs when it is the same; s': s shifted on */
+            uint64_t *ids = L->st_id + ((size_t)e * n + slot) * L->fk;
+            int32_t rc = L->ops->frame_add(L->be, obs + (size_t)e * ob,
+                                           L->last_frame + (size_t)e * L->fk, ids);
             if (rc == FHD_OK)
-                rc = L->ops->frame_add(L->be, next_rows[e], FHD_FRAME_NONE, &L->last_frame[e]);
+                rc = L->ops->frame_add(L->be, next_rows[e], ids,
+                                       L->last_frame + (size_t)e * L->fk);
             if (rc != FHD_OK)
                 return backend_fail(L, rc, "observe");
         } else {

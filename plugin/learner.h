@@ -43,9 +43,10 @@ struct fhd_learner {
     /* frame-once replay (image observations, backend frame_add): observations are stored
      * once as frames; the staging holds their ids instead of their bytes */
     int frames;
-    uint64_t *st_id;                  /* (E, n) frame id of each staged obs */
-    uint64_t *em_obs_id, *em_next_id; /* (E n) */
-    uint64_t *last_frame;             /* (E) frame id of each env's last next_obs, or NONE */
+    uint32_t fk;                      /* frame ids per observation: frame_stack (or 1) */
+    uint64_t *st_id;                  /* (E, n, fk) frame ids of each staged obs */
+    uint64_t *em_obs_id, *em_next_id; /* (E n, fk) */
+    uint64_t *last_frame;             /* (E, fk) frame ids of each env's last next_obs, or NONE */
 
     /* step(): the previous call's observations and actions */
     unsigned char *prev_obs; /* (E, S), the learner's dtype */

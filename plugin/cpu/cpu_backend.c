@@ -316,10 +316,13 @@ static float sample_batch(fhd__backend *b, uint64_t u) {
     }
     for (uint32_t j = 0; j < B; j++) {
         const uint64_t s = b->idx[j];
-        memcpy(b->g_obs + (size_t)j * ob, b->frames ? fhd__cpu_frames_obs(b, s, 0) : b->r_obs + s * ob,
-               ob);
-        memcpy(b->g_next + (size_t)j * ob,
-               b->frames ? fhd__cpu_frames_obs(b, s, 1) : b->r_next + s * ob, ob);
+        if (b->frames) {
+            fhd__cpu_frames_obs(b, s, 0, b->g_obs + (size_t)j * ob);
+            fhd__cpu_frames_obs(b, s, 1, b->g_next + (size_t)j * ob);
+        } else {
+            memcpy(b->g_obs + (size_t)j * ob, b->r_obs + s * ob, ob);
+            memcpy(b->g_next + (size_t)j * ob, b->r_next + s * ob, ob);
+        }
         memcpy(b->g_act + (size_t)j * D, b->r_act + s * D, sizeof(int32_t) * D);
         b->g_ret[j] = b->r_ret[s];
         b->g_disc[j] = b->r_disc[s];

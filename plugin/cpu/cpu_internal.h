@@ -60,9 +60,12 @@ struct fhd__backend {
      * transition number t (0, 1, ...) lives in slot t mod N; live: t in [fc[2], fc[1]) */
     int frames;
     uint64_t M;               /* frames in the ring: frame id g lives in row g mod M */
-    unsigned char *f_rows;    /* (M, S) the learner's dtype */
+    uint32_t fk;              /* frames per observation (frame_stack) */
+    uint64_t fbytes;          /* bytes of one frame: ob / fk */
+    uint64_t dropped;         /* transitions whose frames had left the ring before storing */
+    unsigned char *f_rows;    /* (M, S / fk) the learner's dtype */
     uint64_t *f_ref;          /* (M) number of the last transition using the frame, or NONE */
-    uint64_t *t_obs, *t_next; /* (N) frame ids of each slot's obs and next_obs */
+    uint64_t *t_obs, *t_next; /* (N, fk) frame ids of each slot's obs and next_obs */
     uint64_t fc[3];           /* frames added, transitions added (T), first live (lo) */
 
     fhd__update_stats last;
@@ -73,14 +76,14 @@ struct fhd__backend {
 /* Allocate the frame ring (ok is cleared on failure). */
 void fhd__cpu_frames_alloc(fhd__backend *b, int *ok);
 void fhd__cpu_frames_free(fhd__backend *b);
-int32_t fhd__cpu_frame_add(fhd__backend *b, const void *row, uint64_t hint, uint64_t *id);
+int32_t fhd__cpu_frame_add(fhd__backend *b, const void *row, const uint64_t *hint, uint64_t *ids);
 int32_t fhd__cpu_replay_add_ids(fhd__backend *b, uint32_t n, const uint64_t *obs_ids,
                                 const int32_t *actions, const float *returns,
                                 const uint64_t *next_ids, const float *disc);
 /* Slot of the r-th live transition (uniform sampling, r < size). */
 uint64_t fhd__cpu_frames_slot(const fhd__backend *b, uint64_t r);
-/* Observation row of slot s: its obs, or (next) its next_obs. */
-const unsigned char *fhd__cpu_frames_obs(const fhd__backend *b, uint64_t s, int next);
+/* Observation row of slot s (its obs, or with next its next_obs) into dst (ob bytes). */
+void fhd__cpu_frames_obs(const fhd__backend *b, uint64_t s, int next, unsigned char *dst);
 /* State access of the frame kinds: base pointer and element count, or NULL. */
 void *fhd__cpu_frames_state(fhd__backend *b, int kind, uint64_t *n);
 /* After a write of the frame counters: ring position and size from them. */

@@ -208,6 +208,129 @@ static void run_wrap(const char *cfg, const char *what, int expect_frame_kills) 
     fhd__learner_destroy(L);
 }
 
+/* frame_stack 4 with the host's own stacks (Gymnasium FrameStack, channel first): each env
+ * step draws one new frame of 4 bytes; a reset fills the stack with its first frame. Every
+ * live transition's rebuilt obs and next_obs must be the host's stacks, and about one frame
+ * is stored per transition (a quarter of the observation bytes). */
+#define K 4
+#define FB 4
+static uint8_t stacks[MAXT * 2][K * FB]; /* the model's observations by index */
+static int nstacks;
+
+static float new_stack(const uint8_t *prev, uint32_t frame_id, int reset) {
+    uint8_t *st = stacks[nstacks];
+    uint8_t f[FB];
+    memcpy(f, &frame_id, FB);
+    for (int j = 0; j < K; j++)
+        memcpy(st + j * FB, reset ? f : (j + 1 < K ? prev + (j + 1) * FB : f), FB);
+    return (float)nstacks++;
+}
+
+static const char *stack_cfg =
+    "{\"obs_shape\": [4, 2, 2], \"obs_dtype\": \"uint8\", \"frame_stack\": 4, \"actions\": [2], "
+    "\"hidden\": [4], \"batch_size\": 4, \"replay_capacity\": 64, \"num_envs\": 2, "
+    "\"n_step\": 3, \"gamma\": 0.5, \"replay\": \"prioritized\", \"learning_starts\": 4}";
+
+static void test_frame_stack(void) {
+    fhd_learner *L = make(stack_cfg);
+    const uint64_t N = L->cfg.replay_capacity, M = fhd__config_frame_capacity(&L->cfg);
+    stage_t st[E] = {{{0}, {0}, 0}};
+    float cur[E], fin_ix[E], rew[E];
+    uint8_t obs[E * K * FB], fin[E * K * FB], term[E], trunc[E] = {0, 0};
+    int32_t act[E];
+    uint32_t rng = 11, next_frame = 1;
+    int ok = 1;
+    nwant = nstacks = 0;
+    for (int e = 0; e < E; e++) {
+        cur[e] = new_stack(NULL, next_frame++, 1);
+        memcpy(obs + e * K * FB, stacks[(int)cur[e]], K * FB);
+    }
+    fhd_step_args a = FHD_STEP_ARGS_INIT;
+    a.num_envs = E;
+    a.obs_u8 = obs;
+    a.actions = act;
+    CHECK(fhd__learner_step(L, &a) == FHD_OK, "stack: first step: %s", L->err);
+    a.rewards = rew;
+    a.terminated = term;
+    a.truncated = trunc;
+    a.final_obs_u8 = fin;
+    uint8_t *frames = malloc(M * FB);
+    uint64_t *oid = malloc(sizeof(uint64_t) * N * K), *nid = malloc(sizeof(uint64_t) * N * K);
+    for (int call = 0; call < 300 && ok; call++) {
+        for (int e = 0; e < E; e++) {
+            const float prev = cur[e];
+            const uint32_t r = lcg(&rng) % 10;
+            rew[e] = (float)(r % 3);
+            term[e] = r == 0;
+            trunc[e] = r == 1;
+            if (term[e] || trunc[e]) { /* final stack, then a reset stack in the same call */
+                fin_ix[e] = new_stack(stacks[(int)prev], next_frame++, 0);
+                memcpy(fin + e * K * FB, stacks[(int)fin_ix[e]], K * FB);
+                cur[e] = new_stack(NULL, next_frame++, 1);
+                model_step(&st[e], prev, rew[e], fin_ix[e], term[e], trunc[e], L->cfg.gamma);
+            } else {
+                cur[e] = new_stack(stacks[(int)prev], next_frame++, 0);
+                model_step(&st[e], prev, rew[e], cur[e], 0, 0, L->cfg.gamma);
+            }
+            memcpy(obs + e * K * FB, stacks[(int)cur[e]], K * FB);
+        }
+        if (fhd__learner_step(L, &a) != FHD_OK) {
+            CHECK(0, "stack: step %d: %s", call, L->err);
+            break;
+        }
+        uint64_t fc[3];
+        char msg[256] = "";
+        ok = L->ops->check_invariants(L->be, msg, sizeof msg) == FHD_OK;
+        CHECK(ok, "stack: call %d: %s", call, msg);
+        L->ops->read(L->be, FHD_STATE_FRAME_COUNTERS, 0, 3, fc);
+        L->ops->read(L->be, FHD_STATE_FRAMES_U8, 0, M * FB, frames);
+        L->ops->read(L->be, FHD_STATE_REPLAY_OBS_ID, 0, N * K, oid);
+        L->ops->read(L->be, FHD_STATE_REPLAY_NEXT_ID, 0, N * K, nid);
+        CHECK(!ok || fc[1] == (uint64_t)nwant, "stack: call %d: %llu transitions, the model %d",
+              call, (unsigned long long)fc[1], nwant);
+        ok = ok && fc[1] == (uint64_t)nwant;
+        for (uint64_t t = fc[2]; ok && t < fc[1]; t++) {
+            const uint64_t sl = t % N;
+            uint8_t o[K * FB], x[K * FB];
+            for (int j = 0; j < K; j++) {
+                memcpy(o + j * FB, frames + (oid[sl * K + j] % M) * FB, FB);
+                memcpy(x + j * FB, frames + (nid[sl * K + j] % M) * FB, FB);
+            }
+            ok = memcmp(o, stacks[(int)want[t].obs], sizeof o) == 0 &&
+                 memcmp(x, stacks[(int)want[t].next], sizeof x) == 0;
+            CHECK(ok, "stack: call %d, transition %llu: rebuilt stacks differ from the host's",
+                  call, (unsigned long long)t);
+        }
+        if (ok && fc[1] - fc[2] >= 4)
+            CHECK(L->ops->train(L->be, 1, NULL) == FHD_OK, "stack: train: %s",
+                  L->ops->error(L->be));
+    }
+    uint64_t fc[3];
+    L->ops->read(L->be, FHD_STATE_FRAME_COUNTERS, 0, 3, fc);
+    const double per = (double)fc[0] / (double)fc[1];
+    printf("frame_stack 4: %llu transitions stored %llu single frames (%.2f per transition, "
+           "each a quarter of an observation: %.2f x the observation bytes, ids aside)\n",
+           (unsigned long long)fc[1], (unsigned long long)fc[0], per, per / K);
+    CHECK(ok && fc[1] > 400 && per < 1.4, "stack: %.2f frames per transition (< 1.4)", per);
+    /* a checkpoint with the stacked frames resumes exactly */
+    const char *path = "test_replay_frames_stack.safetensors";
+    CHECK(fhd__checkpoint_save(L, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "stack: save: %s",
+          L->err);
+    fhd_learner *R = make(stack_cfg);
+    CHECK(fhd__checkpoint_load(R, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "stack: load: %s",
+          R->err);
+    fhd_train_stats s1 = FHD_TRAIN_STATS_INIT, s2 = FHD_TRAIN_STATS_INIT;
+    CHECK(fhd__learner_train(L, 5, &s1) == FHD_OK && fhd__learner_train(R, 5, &s2) == FHD_OK &&
+              s1.loss == s2.loss && s1.update_index == s2.update_index,
+          "stack: resumed learner trains alike (loss %g, %g)", (double)s1.loss, (double)s2.loss);
+    remove(path);
+    fhd__learner_destroy(R);
+    free(frames);
+    free(oid);
+    free(nid);
+    fhd__learner_destroy(L);
+}
+
 /* Frames and rows: the same learner, the same data, the same updates while nothing wrapped. */
 static void test_rows_equivalence(void) {
     const char *common = "\"actions\": [3], \"hidden\": [8], \"batch_size\": 4, "
@@ -303,6 +426,7 @@ int main(void) {
              "\"learning_starts\": 4}",
              "uniform, 256 slots", 1);
     test_rows_equivalence();
+    test_frame_stack();
     /* the ring's size for A1 (capacity 1M, one env, n-step 1): frames per slot */
     fhd__config c;
     fhd_error err = FHD_ERROR_INIT;
