@@ -48,6 +48,22 @@
  * Shapes (row-major, C order), used in the comments below:
  *   N number of environments / observations in a call, B batch size, S observation size,
  *   D action branches, K_d actions in branch d, KT = sum_d K_d.
+ *
+ * Observations (minor 1)
+ * ----------------------
+ * An observation is S values: flat (config obs_dim = S) or an image (config obs_shape
+ * [C, H, W], S = C*H*W, row-major, channel first). Its element type is the config's obs_dtype:
+ * float32 observations go in the `obs`-style float pointers of minor 0, uint8 observations in
+ * the `*_u8` fields that minor 1 appends at the end of each argument struct. Exactly the
+ * pointer of the learner's dtype is given; the other one is NULL (FHD_ERR_INVALID_ARGUMENT
+ * naming both otherwise). The network sees obs_scale * obs (obs_info reports the scale).
+ *
+ * Why trailing fields and not new *_u8 functions: one entry point per operation keeps one
+ * validation path and one documentation per call; a host built against minor 0 passes a
+ * smaller struct_size and is read exactly as before (the fields it lacks count as NULL); and
+ * another dtype later is one more trailing field, not four more functions. A host may fill
+ * the minor-1 fields only when FHD_API_HAS(api, obs_info): a minor-0 library ignores fields
+ * beyond its own struct versions, so it would see its float pointer NULL and refuse the call.
  */
 #ifndef FOXHUNT_DQN_H
 #define FOXHUNT_DQN_H
@@ -60,7 +76,7 @@ extern "C" {
 #endif
 
 #define FHD_ABI_MAJOR 1
-#define FHD_ABI_MINOR 0
+#define FHD_ABI_MINOR 1
 #define FHD_ENTRY_SYMBOL "fhd_get_api_base"
 
 #if defined(_WIN32)
@@ -157,8 +173,10 @@ typedef struct fhd_act_args {
     float *q_values;      /* optional out (N, KT): Q_d(s, a) for each branch, concatenated */
     uint32_t explore;     /* 0: greedy; 1: epsilon-greedy with the schedule's current epsilon */
     uint32_t reserved;
+    /* minor 1 */
+    const uint8_t *obs_u8; /* (N, S) uint8 observations (obs_dtype "uint8"; then obs is NULL) */
 } fhd_act_args;
-#define FHD_ACT_ARGS_INIT {sizeof(fhd_act_args), 0, NULL, NULL, NULL, 0, 0}
+#define FHD_ACT_ARGS_INIT {sizeof(fhd_act_args), 0, NULL, NULL, NULL, 0, 0, NULL}
 
 /* observe: N one-step transitions, one per environment stream (env i is stream i; N must equal
  * the config's num_envs). n-step returns are accumulated per stream inside the learner.
@@ -172,8 +190,18 @@ typedef struct fhd_transitions {
     const float *next_obs;    /* (N, S) s_{t+1}: the true final observation when an episode ends */
     const uint8_t *terminated; /* (N) 0/1 */
     const uint8_t *truncated;  /* (N) 0/1 */
+    /* minor 1 */
+    const uint8_t *obs_u8;      /* (N, S) uint8 s_t (obs_dtype "uint8"; then obs is NULL) */
+    const uint8_t *next_obs_u8; /* (N, S) uint8 s_{t+1} (then next_obs is NULL) */
+    /* optional (N) 0/1: env i takes part only where valid[i] = 1. An invalid env's transition
+     * is not stored, its n-step stream is not advanced and its episode counters are not
+     * touched (its other inputs are not read). Binds Gymnasium's NEXT_STEP autoreset, where
+     * the step after an episode's end carries the reset observation and no transition.
+     * NULL: every env is valid. */
+    const uint8_t *valid;
 } fhd_transitions;
-#define FHD_TRANSITIONS_INIT {sizeof(fhd_transitions), 0, NULL, NULL, NULL, NULL, NULL, NULL}
+#define FHD_TRANSITIONS_INIT                                                                   \
+    {sizeof(fhd_transitions), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 
 /* Statistics of the last update done by a call (all zero if it did none). */
 typedef struct fhd_train_stats {
@@ -195,7 +223,11 @@ typedef struct fhd_train_stats {
  * truncated) and final_obs is not NULL, else obs[i]; then the learner trains on schedule
  * (learning_starts, train_freq, gradient_steps) and chooses actions for `obs` with
  * epsilon-greedy exploration. With vectorised environments that auto-reset, `obs` holds the
- * first observation of the new episode and `final_obs` the last one of the old. */
+ * first observation of the new episode and `final_obs` the last one of the old.
+ * With the minor-1 `valid` mask, an env with valid[i] = 0 stores no transition this call (its
+ * reward and flags are not read, its n-step stream does not advance); it still gets an action
+ * for obs[i], which becomes its previous observation (Gymnasium NEXT_STEP autoreset: pass
+ * valid[i] = 0 on the call whose obs[i] is the reset observation). */
 typedef struct fhd_step_args {
     uint32_t struct_size;
     uint32_t num_envs;          /* N, equal to config num_envs */
@@ -206,8 +238,13 @@ typedef struct fhd_step_args {
     const float *final_obs;     /* optional (N, S): true last observation of ended episodes */
     int32_t *actions;           /* out (N, D) */
     fhd_train_stats *stats;     /* optional out: training done by this call */
+    /* minor 1 */
+    const uint8_t *obs_u8;       /* (N, S) uint8 observations (then obs is NULL) */
+    const uint8_t *final_obs_u8; /* optional (N, S) uint8 final observations (then final_obs NULL) */
+    const uint8_t *valid;        /* optional (N) 0/1 (see above); NULL: every env is valid */
 } fhd_step_args;
-#define FHD_STEP_ARGS_INIT {sizeof(fhd_step_args), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define FHD_STEP_ARGS_INIT                                                                     \
+    {sizeof(fhd_step_args), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 
 /* train_batch: one gradient update on a host-supplied batch (offline data, parity tests). The
  * replay buffer is not touched. Target: y = rewards + discounts * (1 - terminated) * mean_d
@@ -224,18 +261,37 @@ typedef struct fhd_batch {
     const float *weights;       /* optional (B): importance weights; NULL means 1 */
     float *td_errors;           /* optional out (B, D): Q_d(s, a_d) - y before the update */
     float *targets;             /* optional out (B): y */
+    /* minor 1 */
+    const uint8_t *obs_u8;      /* (B, S) uint8 (obs_dtype "uint8"; then obs is NULL) */
+    const uint8_t *next_obs_u8; /* (B, S) uint8 (then next_obs is NULL) */
 } fhd_batch;
-#define FHD_BATCH_INIT {sizeof(fhd_batch), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define FHD_BATCH_INIT                                                                         \
+    {sizeof(fhd_batch), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 
 /* Description of one named tensor of the learner's state (see tensor_info). */
 typedef struct fhd_tensor_info {
     uint32_t struct_size;
-    uint32_t rank;            /* 1 or 2 */
+    uint32_t rank;            /* 1, 2, or 4 (convolution weights (out, in, kh, kw)) */
     uint64_t shape[4];
     uint64_t count;           /* number of float elements */
     char name[96];            /* e.g. "online.torso.0.weight" */
 } fhd_tensor_info;
 #define FHD_TENSOR_INFO_INIT {sizeof(fhd_tensor_info), 0, {0, 0, 0, 0}, 0, {0}}
+
+/* The learner's observations (obs_info, minor 1). */
+#define FHD_OBS_DTYPE_FLOAT32 0u
+#define FHD_OBS_DTYPE_UINT8 1u
+typedef struct fhd_obs_info {
+    uint32_t struct_size;
+    uint32_t dtype;       /* FHD_OBS_DTYPE_FLOAT32 or _UINT8: which pointers the calls take */
+    uint32_t rank;        /* 1 (flat, shape[0] = S) or 3 (image, shape = C, H, W) */
+    uint32_t shape[3];
+    uint32_t size;        /* S = values per observation */
+    uint32_t frame_stack; /* frames stacked along C by the host (1: none) */
+    float scale;          /* the network's input is scale * obs */
+    uint32_t reserved;
+} fhd_obs_info;
+#define FHD_OBS_INFO_INIT {sizeof(fhd_obs_info), 0, 0, {0, 0, 0}, 0, 0, 0.f, 0}
 
 /* checkpoint flags */
 #define FHD_CKPT_INCLUDE_REPLAY 1u /* save: also write the replay buffer and n-step staging */
@@ -329,6 +385,13 @@ typedef struct fhd_api_v1 {
      * For warm starts and tests. [learner] */
     int32_t (*tensor_write)(fhd_learner *learner, const char *name, const float *src,
                             uint64_t count);
+
+    /* ---- minor 1 ---- */
+
+    /* The learner's observation dtype, shape and scale (see fhd_obs_info). Its presence
+     * (FHD_API_HAS(api, obs_info)) is also what says that the library reads the minor-1
+     * trailing fields of the argument structs. [learner] */
+    int32_t (*obs_info)(fhd_learner *learner, fhd_obs_info *info);
 } fhd_api_v1;
 
 /* True when table `api` (any minor) contains `member`. */
@@ -345,10 +408,34 @@ FHD__STATIC_ASSERT(offsetof(fhd_api_base, get_api) == 16, "fhd_api_base is froze
 FHD__STATIC_ASSERT(offsetof(fhd_api_v1, manifest) == 16, "fhd_api_v1 minor 0 layout");
 FHD__STATIC_ASSERT(offsetof(fhd_api_v1, init) == 40, "fhd_api_v1 minor 0 layout");
 FHD__STATIC_ASSERT(offsetof(fhd_api_v1, tensor_write) == 144, "fhd_api_v1 minor 0 layout");
-FHD__STATIC_ASSERT(sizeof(fhd_api_v1) == 152, "fhd_api_v1 minor 0 size");
+/* minor 0's table ended at 152 bytes: the first minor-1 member sits there (locked below) */
 FHD__STATIC_ASSERT(sizeof(fhd_error) == 784, "fhd_error v1 size");
 FHD__STATIC_ASSERT(offsetof(fhd_step_args, stats) == 56, "fhd_step_args v1 layout");
 FHD__STATIC_ASSERT(offsetof(fhd_batch, targets) == 72, "fhd_batch v1 layout");
+FHD__STATIC_ASSERT(offsetof(fhd_act_args, reserved) == 36, "fhd_act_args v1 layout");
+FHD__STATIC_ASSERT(offsetof(fhd_transitions, truncated) == 48, "fhd_transitions v1 layout");
+
+/* Layout locks for minor 1: the appended members and fields, and the new struct. */
+FHD__STATIC_ASSERT(offsetof(fhd_api_v1, obs_info) == 152, "fhd_api_v1 minor 1 layout");
+FHD__STATIC_ASSERT(sizeof(fhd_api_v1) == 160, "fhd_api_v1 minor 1 size");
+FHD__STATIC_ASSERT(offsetof(fhd_act_args, obs_u8) == 40, "fhd_act_args minor 1 layout");
+FHD__STATIC_ASSERT(sizeof(fhd_act_args) == 48, "fhd_act_args minor 1 size");
+FHD__STATIC_ASSERT(offsetof(fhd_transitions, obs_u8) == 56, "fhd_transitions minor 1 layout");
+FHD__STATIC_ASSERT(offsetof(fhd_transitions, valid) == 72, "fhd_transitions minor 1 layout");
+FHD__STATIC_ASSERT(sizeof(fhd_transitions) == 80, "fhd_transitions minor 1 size");
+FHD__STATIC_ASSERT(offsetof(fhd_step_args, obs_u8) == 64, "fhd_step_args minor 1 layout");
+FHD__STATIC_ASSERT(offsetof(fhd_step_args, valid) == 80, "fhd_step_args minor 1 layout");
+FHD__STATIC_ASSERT(sizeof(fhd_step_args) == 88, "fhd_step_args minor 1 size");
+FHD__STATIC_ASSERT(offsetof(fhd_batch, obs_u8) == 80, "fhd_batch minor 1 layout");
+FHD__STATIC_ASSERT(sizeof(fhd_batch) == 96, "fhd_batch minor 1 size");
+FHD__STATIC_ASSERT(sizeof(fhd_obs_info) == 40, "fhd_obs_info minor 1 size");
+
+/* Sizes of the minor-0 argument structs: the smallest struct_size the library accepts. */
+#define FHD_ACT_ARGS_SIZE_V1_0 40u
+#define FHD_TRANSITIONS_SIZE_V1_0 56u
+#define FHD_STEP_ARGS_SIZE_V1_0 64u
+#define FHD_BATCH_SIZE_V1_0 80u
+#define FHD_API_V1_SIZE_MINOR_0 152u
 
 #ifdef __cplusplus
 }

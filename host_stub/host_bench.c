@@ -81,6 +81,7 @@ typedef struct bench_geom {
     uint32_t hidden[16];
     int dueling, double_dqn;
     uint64_t capacity;
+    int u8, conv; /* obs_dtype "uint8" (data passed in the ABI 1.1 *_u8 fields); conv torso */
 } bench_geom;
 
 static double now_s(void) {
@@ -282,6 +283,16 @@ static int read_geom(json_t *cfg, json_t *manifest, bench_geom *g) {
     memset(g, 0, sizeof(*g));
     json_t *acts = cfg_get(cfg, manifest, "actions"), *hid = cfg_get(cfg, manifest, "hidden");
     g->S = (uint32_t)json_integer_value(cfg_get(cfg, manifest, "obs_dim"));
+    json_t *shape = cfg_get(cfg, manifest, "obs_shape"), *dt = cfg_get(cfg, manifest, "obs_dtype");
+    if (json_array_size(shape) == 3) /* pixels: S = C*H*W */
+        g->S = (uint32_t)(json_integer_value(json_array_get(shape, 0)) *
+                          json_integer_value(json_array_get(shape, 1)) *
+                          json_integer_value(json_array_get(shape, 2)));
+    g->u8 = json_is_string(dt) && strcmp(json_string_value(dt), "uint8") == 0;
+    g->conv = json_array_size(cfg_get(cfg, manifest, "conv")) > 0 ||
+              (json_is_string(cfg_get(cfg, manifest, "torso")) &&
+               strcmp(json_string_value(cfg_get(cfg, manifest, "torso")), "nature") == 0);
+    const int nature = g->conv && !json_object_get(cfg, "hidden"); /* torso "nature" */
     g->B = (uint32_t)json_integer_value(cfg_get(cfg, manifest, "batch_size"));
     g->capacity = (uint64_t)json_integer_value(cfg_get(cfg, manifest, "replay_capacity"));
     g->dueling = json_is_true(cfg_get(cfg, manifest, "dueling"));
@@ -295,6 +306,10 @@ static int read_geom(json_t *cfg, json_t *manifest, bench_geom *g) {
     for (uint32_t l = 0; l < g->L; l++)
         g->hidden[l] = (uint32_t)json_integer_value(json_array_get(hid, l));
     g->HO = g->KT + (uint32_t)g->dueling;
+    if (nature) {
+        g->L = 1;
+        g->hidden[0] = 512;
+    }
     return 0;
 }
 
@@ -308,6 +323,8 @@ static int read_geom(json_t *cfg, json_t *manifest, bench_geom *g) {
  * Not counted: the spectral-norm matrix-vector products (O(in out) each, not O(B in out)),
  * elementwise work (bias, ReLU, loss, clipping, Adam) and the sampling. */
 static double gemm_flops_per_update(const bench_geom *g) {
+    if (g->conv)
+        return 0.0; /* not counted for conv torsos */
     double F = 0.0, in = g->S;
     for (uint32_t l = 0; l <= g->L; l++) {
         double out = l < g->L ? g->hidden[l] : g->HO;
@@ -382,6 +399,7 @@ typedef struct bench_data {
     float *obs, *rew;
     int32_t *act;
     uint8_t *term, *trunc;
+    uint8_t *obs8; /* uint8 configs: the same observations as bytes */
 } bench_data;
 
 static int make_data(bench_data *d, const bench_geom *g, json_t *cfg, json_t *manifest,
@@ -403,6 +421,10 @@ static int make_data(bench_data *d, const bench_geom *g, json_t *cfg, json_t *ma
     uint64_t s = seed ^ 0x62656e63682d6461ull; /* "bench-da" */
     for (uint64_t i = 0; i < n * g->S; i++)
         d->obs[i] = 2.0f * rand01(&s) - 1.0f;
+    if (g->u8 && !(d->obs8 = malloc(n * g->S)))
+        return FHD_EXIT_FAILURE;
+    for (uint64_t i = 0; g->u8 && i < n * g->S; i++)
+        d->obs8[i] = (uint8_t)(127.5f * (d->obs[i] + 1.0f));
     for (uint64_t i = 0; i < n; i++) {
         d->rew[i] = 2.0f * rand01(&s) - 1.0f;
         d->term[i] = rand01(&s) < 0.01f;
@@ -416,6 +438,7 @@ static int make_data(bench_data *d, const bench_geom *g, json_t *cfg, json_t *ma
 
 static void free_data(bench_data *d) {
     free(d->obs);
+    free(d->obs8);
     free(d->rew);
     free(d->act);
     free(d->term);
@@ -430,8 +453,10 @@ static int fill_replay(bench_run *r, const bench_data *d, const bench_geom *g, u
     double t0 = now_s();
     for (uint64_t done = 0, c = 0; done < count; done += envs, c++) {
         const uint64_t off = (c * envs) % d->rows;
-        t.obs = d->obs + off * g->S;
-        t.next_obs = d->obs + (off + 1) * g->S;
+        t.obs = g->u8 ? NULL : d->obs + off * g->S;
+        t.next_obs = g->u8 ? NULL : d->obs + (off + 1) * g->S;
+        t.obs_u8 = g->u8 ? d->obs8 + off * g->S : NULL;
+        t.next_obs_u8 = g->u8 ? d->obs8 + (off + 1) * g->S : NULL;
         t.actions = d->act + off * g->D;
         t.rewards = d->rew + off;
         t.terminated = d->term + off;
@@ -462,7 +487,8 @@ static int time_act(bench_run *r, const bench_data *d, const bench_geom *g, uint
     a.explore = 0;
     int e = FHD_EXIT_OK;
     for (uint64_t i = 0; i < calls + 20 && e == FHD_EXIT_OK; i++) {
-        a.obs = d->obs + ((i * n) % (d->rows - n)) * g->S;
+        a.obs = g->u8 ? NULL : d->obs + ((i * n) % (d->rows - n)) * g->S;
+        a.obs_u8 = g->u8 ? d->obs8 + ((i * n) % (d->rows - n)) * g->S : NULL;
         double t0 = now_s();
         int32_t rc = r->api->act(r->L, &a);
         double dt = now_s() - t0;

@@ -85,6 +85,11 @@ static int32_t api_tensor_write(fhd_learner *L, const char *name, const float *s
     return fhd__learner_tensor_write(L, name, src, n);
 }
 
+static int32_t api_obs_info(fhd_learner *L, fhd_obs_info *info) {
+    FHD__CHECK_LEARNER(L);
+    return fhd__learner_obs_info(L, info);
+}
+
 static const fhd_api_v1 api_v1 = {
     sizeof(fhd_api_v1),
     1,
@@ -107,6 +112,8 @@ static const fhd_api_v1 api_v1 = {
     api_tensor_info,
     api_tensor_read,
     api_tensor_write,
+    /* minor 1 */
+    api_obs_info,
 };
 
 static const void *get_api(uint32_t major, fhd_error *err) {

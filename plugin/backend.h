@@ -36,6 +36,9 @@ typedef struct fhd__host_batch {
     const float *weights;   /* (B) importance weights */
     float *td;              /* optional out (B, D) */
     float *y;               /* optional out (B) */
+    /* obs_dtype "uint8" (then obs and next_obs are NULL): rows of S bytes */
+    const uint8_t *obs_u8;      /* (B, S) */
+    const uint8_t *next_obs_u8; /* (B, S) */
 } fhd__host_batch;
 
 /* State that is not a float tensor of the layout. */
@@ -70,6 +73,17 @@ typedef enum {
                                  * which a checkpoint restores beside them) as it was */
     FHD_STATE_LAST_INDICES,     /* (B) uint32 replay slots sampled by the last train update (read only) */
     FHD_STATE_LAST_WEIGHTS,     /* (B) IS weights of the last train update (read only) */
+    FHD_STATE_REPLAY_OBS_U8,      /* (capacity, S) uint8, obs_dtype "uint8" */
+    FHD_STATE_REPLAY_NEXT_OBS_U8, /* (capacity, S) uint8, obs_dtype "uint8" */
+    /* the frame-once replay (image observations, frame_add below): */
+    FHD_STATE_FRAMES,             /* (M, S / k) float32 frames, M = fhd__config_frame_capacity,
+                                   * k = frame_stack */
+    FHD_STATE_FRAMES_U8,          /* (M, S / k) uint8 frames */
+    FHD_STATE_FRAME_REFS,         /* (M) uint64: number of the last transition using the frame */
+    FHD_STATE_REPLAY_OBS_ID,      /* (capacity, k) uint64 frame ids of each slot's obs */
+    FHD_STATE_REPLAY_NEXT_ID,     /* (capacity, k) uint64 frame ids of each slot's next_obs */
+    FHD_STATE_FRAME_COUNTERS,     /* (3) uint64: frames added, transitions added, first live
+                                   * transition number */
 } fhd__state_kind;
 
 typedef struct fhd__backend_ops {
@@ -126,10 +140,39 @@ typedef struct fhd__backend_ops {
      * bytes, NUL-terminated, and returns the length of the whole text (as snprintf: a larger
      * buffer is needed when it is >= cap), or a negative status. Never waits for the device. */
     int32_t (*describe)(fhd__backend *b, char *buf, size_t cap);
+    /* (optional; NULL: float32 observations only, and the front refuses obs_dtype "uint8"
+     * for this backend) q_values and replay_add for uint8 observation rows of S bytes; the
+     * network sees obs_scale * obs. train_batch then reads the host batch's obs_u8 and
+     * next_obs_u8. */
+    int32_t (*q_values_u8)(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                           int32_t *greedy);
+    int32_t (*replay_add_u8)(fhd__backend *b, uint32_t n, const uint8_t *obs,
+                             const int32_t *actions, const float *returns,
+                             const uint8_t *next_obs, const float *disc);
+
+    /* (optional; NULL: no frame-once replay, and the front refuses image observations for
+     * this backend) The frame-once replay of configs with obs_shape: an observation is k =
+     * frame_stack frames (channel-first: frame j is channels [j C/k, (j+1) C/k)), each frame
+     * stored once with a 64-bit id, and a transition refers to its obs and next_obs by their
+     * k ids. frame_add stores one observation row (the learner's dtype) and gives its k ids in
+     * ids; `hint` (k ids, or NULL) is a related observation still stored: when the row equals
+     * it, its ids are reused (an env's next_obs that becomes its next obs); when the row's
+     * first k-1 frames are the hint's last k-1 (a stack shifted by one frame), only the newest
+     * frame is stored; equal consecutive frames of one row (a stack padded at an episode's
+     * start) are stored once. replay_add_ids appends n transitions by ids ((n, k) each) with
+     * the running max priority. A transition whose frame the ring has overwritten is never
+     * sampled (see cpu_replay_frames.c). */
+    int32_t (*frame_add)(fhd__backend *b, const void *row, const uint64_t *hint, uint64_t *ids);
+    int32_t (*replay_add_ids)(fhd__backend *b, uint32_t n, const uint64_t *obs_ids,
+                              const int32_t *actions, const float *returns,
+                              const uint64_t *next_ids, const float *disc);
 } fhd__backend_ops;
 
 /* The CPU reference backend (plugin/cpu). */
 extern const fhd__backend_ops fhd__cpu_backend_ops;
+
+/* No frame id (frame_add's hint when there is none). */
+#define FHD_FRAME_NONE UINT64_MAX
 
 /* The CUDA module exports exactly this symbol (libfoxhunt_dqn_cuda.so). It returns NULL and
  * fills msg when no usable device is present (no driver, no device, wrong ops version). */
@@ -139,7 +182,14 @@ typedef const fhd__backend_ops *(*fhd__cuda_module_get_ops_fn)(uint32_t ops_vers
 
 /* Element size in bytes of a state kind. */
 static inline size_t fhd__state_elem_size(int kind) {
-    return (kind == FHD_STATE_REPLAY_PRIORITY) ? 8 : 4;
+    if (kind == FHD_STATE_REPLAY_OBS_U8 || kind == FHD_STATE_REPLAY_NEXT_OBS_U8 ||
+        kind == FHD_STATE_FRAMES_U8)
+        return 1;
+    if (kind == FHD_STATE_REPLAY_PRIORITY || kind == FHD_STATE_FRAME_REFS ||
+        kind == FHD_STATE_REPLAY_OBS_ID || kind == FHD_STATE_REPLAY_NEXT_ID ||
+        kind == FHD_STATE_FRAME_COUNTERS)
+        return 8;
+    return 4;
 }
 
 #endif

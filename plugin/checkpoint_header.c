@@ -290,10 +290,10 @@ static int32_t check_entry(const json_t *e, fhd__ck_tensor *t, char *msg, size_t
         return CORRUPT("tensor \"%s\" has dtype %s; expected %s", t->name,
                        json_is_string(dtype) ? json_string_value(dtype) : "(not a string)",
                        fhd__ck_dtype_name(t->dtype));
-    char want[96], got[96] = "(not an array of rank <= 3)";
+    char want[96], got[96] = "(not an array of rank <= 4)";
     shape_text(t->shape, t->rank, want, sizeof want);
-    uint64_t s[3] = {0, 0, 0};
-    int ok = json_is_array(shape) && json_array_size(shape) <= 3;
+    uint64_t s[4] = {0, 0, 0, 0};
+    int ok = json_is_array(shape) && json_array_size(shape) <= 4;
     for (size_t d = 0; ok && d < json_array_size(shape); d++)
         ok = get_u64(json_array_get(shape, d), &s[d]) == 0;
     if (ok)

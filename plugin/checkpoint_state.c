@@ -29,7 +29,7 @@ typedef struct builder {
 } builder;
 
 static fhd__ck_tensor *add(builder *b, const char *name, int dtype, uint32_t rank, uint64_t d0,
-                           uint64_t d1, uint64_t d2) {
+                           uint64_t d1, uint64_t d2, uint64_t d3) {
     if (b->failed)
         return NULL;
     if (b->n == b->cap) {
@@ -47,7 +47,7 @@ static fhd__ck_tensor *add(builder *b, const char *name, int dtype, uint32_t ran
     snprintf(t->name, sizeof t->name, "%s", name);
     t->dtype = dtype;
     t->rank = rank;
-    uint64_t dims[3] = {d0, d1, d2};
+    uint64_t dims[4] = {d0, d1, d2, d3};
     t->count = 1;
     for (uint32_t i = 0; i < rank; i++) {
         t->shape[i] = dims[i];
@@ -59,7 +59,7 @@ static fhd__ck_tensor *add(builder *b, const char *name, int dtype, uint32_t ran
 
 static void add_field(builder *b, const char *name, int dtype, uint32_t rank, uint64_t d0,
                       uint64_t d1, uint64_t d2, int field, int replay_group) {
-    fhd__ck_tensor *t = add(b, name, dtype, rank, d0, d1, d2);
+    fhd__ck_tensor *t = add(b, name, dtype, rank, d0, d1, d2, 0);
     if (!t)
         return;
     t->source = field < FHD_CKF_RECENT ? FHD_CK_SRC_SCALAR : FHD_CK_SRC_FRONT;
@@ -67,9 +67,13 @@ static void add_field(builder *b, const char *name, int dtype, uint32_t rank, ui
     t->replay_group = replay_group;
 }
 
-static void add_backend(builder *b, const char *name, int dtype, uint32_t rank, uint64_t d0,
-                        uint64_t d1, int kind, uint64_t offset, int replay_group, int streamed) {
-    fhd__ck_tensor *t = add(b, name, dtype, rank, d0, d1, 0);
+/* The dims of a rank-1 or rank-2 tensor, for add_backend. */
+#define DIMS(d0, d1) ((const uint64_t[4]){(d0), (d1), 0, 0})
+
+static void add_backend(builder *b, const char *name, int dtype, uint32_t rank,
+                        const uint64_t *dims, int kind, uint64_t offset, int replay_group,
+                        int streamed) {
+    fhd__ck_tensor *t = add(b, name, dtype, rank, dims[0], dims[1], dims[2], dims[3]);
     if (!t)
         return;
     t->source = FHD_CK_SRC_BACKEND;
@@ -97,8 +101,7 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
         fhd__tensor_ref r;
         if (fhd__layout_tensor(lo, i, &r) != 0 || r.buf == FHD_BUF_GRAD)
             continue;
-        add_backend(&b, r.name, FHD_CK_F32, r.rank, r.shape[0], r.shape[1], (int)r.buf, r.offset, 0,
-                    0);
+        add_backend(&b, r.name, FHD_CK_F32, r.rank, r.shape, (int)r.buf, r.offset, 0, 0);
     }
     /* counters and RNG */
     add_field(&b, "rng.seed", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_SEED, 0);
@@ -118,22 +121,53 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
         add_field(&b, "replay.pos", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_REPLAY_POS, 1);
         add_field(&b, "replay.size", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_REPLAY_SIZE, 1);
         add_field(&b, "replay.max_priority_q", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_REPLAY_MAXQ, 1);
-        add_backend(&b, "replay.obs", FHD_CK_F32, 2, N, S, FHD_STATE_REPLAY_OBS, 0, 1, 1);
-        add_backend(&b, "replay.next_obs", FHD_CK_F32, 2, N, S, FHD_STATE_REPLAY_NEXT_OBS, 0, 1, 1);
-        add_backend(&b, "replay.actions", FHD_CK_I32, 2, N, D, FHD_STATE_REPLAY_ACTIONS, 0, 1, 1);
-        add_backend(&b, "replay.returns", FHD_CK_F32, 1, N, 0, FHD_STATE_REPLAY_RETURNS, 0, 1, 1);
-        add_backend(&b, "replay.discounts", FHD_CK_F32, 1, N, 0, FHD_STATE_REPLAY_DISC, 0, 1, 1);
+        /* observations in the learner's dtype (obs_dtype "uint8": U8, a quarter of the bytes) */
+        const int u8 = cfg->obs_dtype == FHD_OBS_UINT8;
+        const int obs_dt = u8 ? FHD_CK_U8 : FHD_CK_F32;
+        const int frames = cfg->num_obs_shape > 0; /* image observations: each frame once */
+        if (frames) {
+            const uint64_t M = fhd__config_frame_capacity(cfg);
+            const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1; /* frames / obs */
+            add_backend(&b, "replay.frames", obs_dt, 2, DIMS(M, S / k),
+                        u8 ? FHD_STATE_FRAMES_U8 : FHD_STATE_FRAMES, 0, 1, 1);
+            add_backend(&b, "replay.frame_refs", FHD_CK_U64, 1, DIMS(M, 0), FHD_STATE_FRAME_REFS,
+                        0, 1, 1);
+            add_backend(&b, "replay.obs_ids", FHD_CK_U64, 2, DIMS(N, k), FHD_STATE_REPLAY_OBS_ID,
+                        0, 1, 1);
+            add_backend(&b, "replay.next_ids", FHD_CK_U64, 2, DIMS(N, k),
+                        FHD_STATE_REPLAY_NEXT_ID, 0, 1, 1);
+            add_backend(&b, "replay.frame_counters", FHD_CK_U64, 1, DIMS(3, 0),
+                        FHD_STATE_FRAME_COUNTERS, 0, 1, 1);
+        } else {
+            add_backend(&b, "replay.obs", obs_dt, 2, DIMS(N, S),
+                        u8 ? FHD_STATE_REPLAY_OBS_U8 : FHD_STATE_REPLAY_OBS, 0, 1, 1);
+            add_backend(&b, "replay.next_obs", obs_dt, 2, DIMS(N, S),
+                        u8 ? FHD_STATE_REPLAY_NEXT_OBS_U8 : FHD_STATE_REPLAY_NEXT_OBS, 0, 1, 1);
+        }
+        add_backend(&b, "replay.actions", FHD_CK_I32, 2, DIMS(N, D),
+                    FHD_STATE_REPLAY_ACTIONS, 0, 1, 1);
+        add_backend(&b, "replay.returns", FHD_CK_F32, 1, DIMS(N, 0),
+                    FHD_STATE_REPLAY_RETURNS, 0, 1, 1);
+        add_backend(&b, "replay.discounts", FHD_CK_F32, 1, DIMS(N, 0),
+                    FHD_STATE_REPLAY_DISC, 0, 1, 1);
         if (cfg->replay == FHD_REPLAY_PRIORITIZED)
-            add_backend(&b, "replay.priorities", FHD_CK_U64, 1, N, 0, FHD_STATE_REPLAY_PRIORITY, 0,
+            add_backend(&b, "replay.priorities", FHD_CK_U64, 1, DIMS(N, 0),
+                    FHD_STATE_REPLAY_PRIORITY, 0,
                         1, 1);
         /* n-step staging rings */
-        add_field(&b, "staging.obs", FHD_CK_F32, 3, E, n, S, FHD_CKF_ST_OBS, 1);
+        if (frames) {
+            const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1;
+            add_field(&b, "staging.frame_ids", FHD_CK_U64, 3, E, n, k, FHD_CKF_ST_FRAME_ID, 1);
+            add_field(&b, "step.last_frame_ids", FHD_CK_U64, 2, E, k, 0, FHD_CKF_LAST_FRAME, 1);
+        } else {
+            add_field(&b, "staging.obs", obs_dt, 3, E, n, S, FHD_CKF_ST_OBS, 1);
+        }
         add_field(&b, "staging.actions", FHD_CK_I32, 3, E, n, D, FHD_CKF_ST_ACT, 1);
         add_field(&b, "staging.rewards", FHD_CK_F32, 2, E, n, 0, FHD_CKF_ST_REW, 1);
         add_field(&b, "staging.head", FHD_CK_U32, 1, E, 0, 0, FHD_CKF_ST_HEAD, 1);
         add_field(&b, "staging.length", FHD_CK_U32, 1, E, 0, 0, FHD_CKF_ST_LEN, 1);
         /* step(): the previous call and the running episodes */
-        add_field(&b, "step.prev_obs", FHD_CK_F32, 2, E, S, 0, FHD_CKF_PREV_OBS, 1);
+        add_field(&b, "step.prev_obs", obs_dt, 2, E, S, 0, FHD_CKF_PREV_OBS, 1);
         add_field(&b, "step.prev_actions", FHD_CK_I32, 2, E, D, 0, FHD_CKF_PREV_ACT, 1);
         add_field(&b, "step.have_prev", FHD_CK_U8, 0, 0, 0, 0, FHD_CKF_HAVE_PREV, 1);
         add_field(&b, "step.episode_return", FHD_CK_F64, 1, E, 0, 0, FHD_CKF_EP_RETURN, 1);
@@ -243,6 +277,10 @@ void *fhd__ck_field_ptr(fhd_learner *L, fhd__ck_scalars *sc, int field) {
         return L->prev_act;
     case FHD_CKF_EP_RETURN:
         return L->ep_return;
+    case FHD_CKF_ST_FRAME_ID:
+        return L->st_id;
+    case FHD_CKF_LAST_FRAME:
+        return L->last_frame;
     case FHD_CKF_EP_LEN:
         return L->ep_len;
     default:

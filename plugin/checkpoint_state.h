@@ -76,14 +76,16 @@ typedef enum {
     FHD_CKF_PREV_OBS,
     FHD_CKF_PREV_ACT,
     FHD_CKF_EP_RETURN,
-    FHD_CKF_EP_LEN
+    FHD_CKF_EP_LEN,
+    FHD_CKF_ST_FRAME_ID, /* frame-once replay (image observations) */
+    FHD_CKF_LAST_FRAME
 } fhd__ck_field;
 
 typedef struct fhd__ck_tensor {
     char name[96];
     int dtype;     /* fhd__ck_dtype */
     uint32_t rank; /* 0 (scalar) to 3 */
-    uint64_t shape[3];
+    uint64_t shape[4]; /* rank <= 4 (convolution weights (out, in, kh, kw)) */
     uint64_t count;   /* elements */
     uint64_t bytes;   /* count * dtype size */
     int replay_group; /* 1: written only with FHD_CKPT_INCLUDE_REPLAY */

@@ -9,6 +9,7 @@
 
 #define FHD_MAX_HIDDEN_LAYERS 8
 #define FHD_MAX_BRANCHES 64
+#define FHD_MAX_CONV_LAYERS 8
 
 /* The value of a string key is the position of its string in the schema's "enum" list of
  * manifest.json; these enums follow the same order (tests/config checks it). */
@@ -22,6 +23,14 @@ typedef enum { FHD_TUNE_OFF = 0, FHD_TUNE_FAST = 1, FHD_TUNE_FULL = 2 } fhd__aut
 
 /* Bytes of a path key's value, its NUL included (manifest.json: max_length + 1). */
 #define FHD_CONFIG_PATH_MAX 256
+typedef enum { FHD_OBS_FLOAT32 = 0, FHD_OBS_UINT8 = 1 } fhd__obs_dtype;
+typedef enum { FHD_TORSO_CUSTOM = 0, FHD_TORSO_NATURE = 1 } fhd__torso_kind;
+
+/* One convolution of the "conv" list: out channels, square kernel, stride, zero padding.
+ * ReLU follows each; the last one's output is flattened in (C, H, W) order (nn.Flatten). */
+typedef struct fhd__conv_spec {
+    uint32_t out, kernel, stride, padding;
+} fhd__conv_spec;
 
 /* Every key of manifest.json's config schema has one field here (same name). */
 typedef struct fhd__config {
@@ -34,7 +43,15 @@ typedef struct fhd__config {
     uint64_t seed;
 
     /* spaces and network */
-    uint32_t obs_dim;                       /* S */
+    uint32_t obs_dim;                       /* S; with obs_shape, C*H*W (derived at parse) */
+    uint32_t num_obs_shape;                 /* 0 (flat observations) or 3 */
+    uint32_t obs_shape[3];                  /* C, H, W */
+    int obs_dtype;                          /* fhd__obs_dtype */
+    double obs_scale;                       /* network input = obs_scale * obs; 0 = per dtype */
+    uint32_t frame_stack;                   /* frames stacked along C (1 = none) */
+    int torso;                              /* fhd__torso_kind; "nature" expands at parse */
+    uint32_t num_conv;                      /* length of "conv" */
+    fhd__conv_spec conv[FHD_MAX_CONV_LAYERS];
     uint32_t num_branches;                  /* D = length of "actions" */
     uint32_t actions[FHD_MAX_BRANCHES];     /* K_d */
     uint32_t num_hidden;                    /* L = length of "hidden" */
@@ -101,9 +118,26 @@ const char *fhd__config_first_difference(const fhd__config *a, const fhd__config
 
 /* Derived sizes (of a config whose fields lie in their schema ranges). */
 uint32_t fhd__config_total_actions(const fhd__config *cfg); /* KT = sum_d K_d */
-/* Floats in one network's parameters: sum over torso and head layers of out*in + out, with
- * in_0 = S and head out = KT + dueling (layout.h). */
+/* Floats in one network's parameters: the convolutions' out*in*k*k + out, then over torso and
+ * head layers out*in + out, with in_0 = S (or the flattened conv output) and head
+ * out = KT + dueling (layout.h). Saturates at UINT64_MAX. */
 uint64_t fhd__config_param_count(const fhd__config *cfg);
+
+/* The multiplier applied to observations: obs_scale, or its per-dtype default when 0
+ * (1/255 for uint8, 1 for float32). */
+float fhd__config_obs_scale(const fhd__config *cfg);
+/* Frames of the frame-once replay of image observations (obs_shape): M = capacity +
+ * max(capacity / 32, 2 k num_envs (n_step + 1) + 1), k = frame_stack (a frame is 1/k of an
+ * observation), room for every live transition's frames
+ * and the observations still pending in the n-step staging (cpu_replay_frames.c). */
+uint64_t fhd__config_frame_capacity(const fhd__config *cfg);
+/* Bytes of one observation row: S * (4 for float32, 1 for uint8). */
+uint64_t fhd__config_obs_bytes(const fhd__config *cfg);
+/* Input of convolution i of `cfg` (a valid config with obs_shape): *c, *h, *w; i = 0 is
+ * obs_shape, i = num_conv what the MLP torso receives (flattened: c*h*w). Returns 0, or -1 when
+ * i > num_conv or a size does not fit (only in configs the parser rejected). */
+int fhd__config_conv_in(const fhd__config *cfg, uint32_t i, uint32_t *c, uint32_t *h,
+                         uint32_t *w);
 
 /* Names of schema keys known to the parser, NULL-terminated (for the schema test). */
 const char *const *fhd__config_keys(void);

@@ -24,6 +24,40 @@ int fhd__layout_init(fhd__layout *lo, const fhd__config *cfg) {
     lo->head_out = kt + (uint32_t)lo->dueling;
     uint64_t off = 0, sn_off = 0;
     uint32_t in = lo->S, maxw = lo->S;
+    lo->NC = cfg->num_conv;
+    for (uint32_t c = 0; c < lo->NC; c++) {
+        fhd__conv_layer *cv = &lo->conv[c];
+        uint32_t oc, oh, ow;
+        if (fhd__config_conv_in(cfg, c, &cv->cin, &cv->hin, &cv->win) != 0 ||
+            fhd__config_conv_in(cfg, c + 1, &oc, &oh, &ow) != 0)
+            return -1;
+        cv->cout = oc;
+        cv->hout = oh;
+        cv->wout = ow;
+        cv->k = cfg->conv[c].kernel;
+        cv->stride = cfg->conv[c].stride;
+        cv->pad = cfg->conv[c].padding;
+        cv->ckk = cv->cin * cv->k * cv->k;
+        cv->hw = oh * ow;
+        cv->w_off = off;
+        off += (uint64_t)cv->cout * cv->ckk;
+        cv->b_off = off;
+        off += cv->cout;
+        cv->sn = cfg->spectral_norm == FHD_SN_ALL;
+        if (cv->sn) {
+            cv->u_off = sn_off;
+            cv->v_off = sn_off + cv->cout;
+            sn_off += (uint64_t)cv->cout + cv->ckk;
+            lo->num_sn++;
+        }
+        const uint32_t a_in = cv->cin * cv->hin * cv->win, a_out = cv->cout * cv->hw;
+        lo->conv_max_act = a_in > lo->conv_max_act ? a_in : lo->conv_max_act;
+        lo->conv_max_act = a_out > lo->conv_max_act ? a_out : lo->conv_max_act;
+        if ((uint64_t)cv->ckk * cv->hw > lo->conv_max_col)
+            lo->conv_max_col = cv->ckk * cv->hw;
+        in = a_out; /* flattened (C, H, W) */
+    }
+    maxw = in > maxw ? in : maxw;
     for (uint32_t l = 0; l <= lo->L; l++) {
         fhd__layer *ly = &lo->layers[l];
         ly->in = in;
@@ -50,7 +84,22 @@ int fhd__layout_init(fhd__layout *lo, const fhd__config *cfg) {
     return off > (UINT64_C(1) << 31) ? -1 : 0;
 }
 
+/* U(-bound, bound) for every float of [begin, end), by counter (flat index). */
+static void init_range(uint64_t seed, uint64_t begin, uint64_t end, float bound, float *params) {
+    for (uint64_t i = begin; i < end; i++) {
+        fhd__u32x4 r = fhd__rng_draw(seed, FHD_RNG_STREAM_INIT, i, 0);
+        float u = fhd__rng_u01f(r.v[0]); /* [0, 1) */
+        params[i] = (2.0f * u - 1.0f) * bound;
+    }
+}
+
 void fhd__layout_init_params(const fhd__layout *lo, uint64_t seed, float *params) {
+    /* nn.Conv2d's defaults are nn.Linear's with fan_in = cin k k */
+    for (uint32_t c = 0; c < lo->NC; c++) {
+        const fhd__conv_layer *cv = &lo->conv[c];
+        init_range(seed, cv->w_off, cv->b_off + cv->cout, (float)(1.0 / sqrt((double)cv->ckk)),
+                   params);
+    }
     for (uint32_t l = 0; l <= lo->L; l++) {
         const fhd__layer *ly = &lo->layers[l];
         const float bound = (float)(1.0 / sqrt((double)ly->in));
@@ -84,8 +133,16 @@ static void normalize(double *x, uint32_t n) {
 }
 
 int fhd__layout_init_sn(const fhd__layout *lo, uint64_t seed, const float *params, float *sn) {
-    for (uint32_t l = 0; l < lo->L; l++) {
-        const fhd__layer *ly = &lo->layers[l];
+    /* conv layers (W as (cout, cin k k)), then the linear torso layers */
+    for (uint32_t li = 0; li < lo->NC + lo->L; li++) {
+        fhd__layer conv_as_matrix;
+        const fhd__layer *ly = &lo->layers[li < lo->NC ? 0 : li - lo->NC];
+        if (li < lo->NC) {
+            const fhd__conv_layer *cv = &lo->conv[li];
+            conv_as_matrix = (fhd__layer){cv->ckk, cv->cout, cv->w_off, cv->b_off,
+                                          cv->sn,  cv->u_off, cv->v_off};
+            ly = &conv_as_matrix;
+        }
         if (!ly->sn)
             continue;
         const uint32_t m = ly->out, k = ly->in;
@@ -127,13 +184,31 @@ int fhd__layout_init_sn(const fhd__layout *lo, uint64_t seed, const float *param
 
 /* ---- named tensors ---------------------------------------------------------------------- */
 
-/* Per network: for each layer W and b, with the head split into value/advantage views. */
+/* Per network: each conv layer's W and b (torso.conv<c>), each linear layer's (torso.<l>),
+ * the head split into value/advantage views. */
 static uint32_t net_tensor_count(const fhd__layout *lo) {
-    return 2 * lo->L + (lo->dueling ? 4 : 2);
+    return 2 * lo->NC + 2 * lo->L + (lo->dueling ? 4 : 2);
 }
 
 static void net_tensor(const fhd__layout *lo, uint32_t i, const char *prefix, uint64_t base,
                        fhd__tensor_ref *t) {
+    if (i < 2 * lo->NC) {
+        const fhd__conv_layer *cv = &lo->conv[i / 2];
+        int is_w = (i % 2) == 0;
+        snprintf(t->name, sizeof t->name, "%s.torso.conv%u.%s", prefix, i / 2,
+                 is_w ? "weight" : "bias");
+        t->offset = base + (is_w ? cv->w_off : cv->b_off);
+        t->rank = is_w ? 4 : 1;
+        t->shape[0] = cv->cout;
+        if (is_w) {
+            t->shape[1] = cv->cin;
+            t->shape[2] = cv->k;
+            t->shape[3] = cv->k;
+        }
+        t->count = is_w ? (uint64_t)cv->cout * cv->ckk : cv->cout;
+        return;
+    }
+    i -= 2 * lo->NC;
     if (i < 2 * lo->L) {
         const fhd__layer *ly = &lo->layers[i / 2];
         int is_w = (i % 2) == 0;
@@ -190,6 +265,23 @@ int fhd__layout_tensor(const fhd__layout *lo, uint32_t i, fhd__tensor_ref *out) 
         return -1;
     uint32_t net = i / (2 * lo->num_sn), r = i % (2 * lo->num_sn);
     uint32_t seen = 0;
+    for (uint32_t c = 0; c < lo->NC; c++) {
+        const fhd__conv_layer *cv = &lo->conv[c];
+        if (!cv->sn)
+            continue;
+        if (seen == r / 2) {
+            int is_u = (r % 2) == 0;
+            snprintf(out->name, sizeof out->name, "sn.%s.torso.conv%u.%s",
+                     net ? "target" : "online", c, is_u ? "u" : "v");
+            out->buf = FHD_BUF_SN;
+            out->offset = (net ? lo->sn_size : 0) + (is_u ? cv->u_off : cv->v_off);
+            out->rank = 1;
+            out->shape[0] = is_u ? cv->cout : cv->ckk;
+            out->count = out->shape[0];
+            return 0;
+        }
+        seen++;
+    }
     for (uint32_t l = 0; l < lo->L; l++) {
         const fhd__layer *ly = &lo->layers[l];
         if (!ly->sn)

@@ -15,6 +15,15 @@
  * Spectral norm (torso layers only, config spectral_norm): layer l keeps u_l (out_l) and
  * v_l (in_l) in a separate flat float buffer `sn` (online, then target copy), not in params
  * (they receive no gradient).
+ *
+ * Convolutions (config conv, obs_shape [C, H, W]) come first: NC conv layers, then the L
+ * linear torso layers and the head. Conv layer c: input (cin, hin, win), output
+ * (cout, hout, wout) with hout = (hin + 2 pad - k) / stride + 1 (PyTorch Conv2d), ReLU;
+ * W_c (cout, cin, k, k) row-major (PyTorch layout, = the (cout, cin k k) matrix of im2col),
+ * then b_c (cout), at the start of params. The last conv's output, flattened (C, H, W) as
+ * nn.Flatten does, is the linear torso's input: in_0 = cout hout wout. Spectral norm "all"
+ * normalises the conv layers too (PyTorch: W reshaped to (cout, cin k k)): u_c (cout),
+ * v_c (cin k k), before the linear layers' vectors in `sn`.
  */
 #ifndef FHD_LAYOUT_H
 #define FHD_LAYOUT_H
@@ -30,6 +39,16 @@ typedef struct fhd__layer {
     uint64_t u_off, v_off; /* offsets into one network's sn buffer (valid when sn) */
 } fhd__layer;
 
+typedef struct fhd__conv_layer {
+    uint32_t cin, hin, win;    /* input (C, H, W) */
+    uint32_t cout, hout, wout; /* output */
+    uint32_t k, stride, pad;   /* square kernel, stride, zero padding */
+    uint32_t ckk, hw;          /* im2col matrix (ckk = cin k k, hw = hout wout) */
+    uint64_t w_off, b_off;     /* offsets (floats) into one network's params */
+    int sn;
+    uint64_t u_off, v_off;     /* into one network's sn buffer (valid when sn) */
+} fhd__conv_layer;
+
 typedef struct fhd__layout {
     uint32_t S, D, KT, L;  /* obs dim, branches, total actions, torso layers */
     uint32_t K[FHD_MAX_BRANCHES];
@@ -40,7 +59,11 @@ typedef struct fhd__layout {
     fhd__layer layers[FHD_MAX_HIDDEN_LAYERS + 1]; /* torso 0..L-1, head L */
     uint64_t num_params;   /* P */
     uint64_t sn_size;      /* floats of u and v for one network */
-    uint32_t num_sn;       /* normalised layers */
+    uint32_t num_sn;       /* normalised layers (conv and linear) */
+    uint32_t NC;           /* conv layers (0: an MLP on flat observations) */
+    fhd__conv_layer conv[FHD_MAX_CONV_LAYERS];
+    uint32_t conv_max_act; /* max over conv layers of cin hin win and cout hw (per sample) */
+    uint32_t conv_max_col; /* max over conv layers of ckk hw (per sample) */
 } fhd__layout;
 
 /* Fill `lo` from a validated config. Returns 0, or -1 if the sizes overflow the limits. */
@@ -70,8 +93,8 @@ typedef struct fhd__tensor_ref {
     char name[96];
     fhd__buf_kind buf;
     uint64_t offset, count;
-    uint32_t rank;
-    uint64_t shape[2];
+    uint32_t rank;     /* 1, 2, or 4 (conv weights) */
+    uint64_t shape[4];
 } fhd__tensor_ref;
 
 /* Number of named tensors, and the i-th (0 <= i < count). Returns -1 when out of range. */

@@ -41,101 +41,6 @@ static int32_t backend_fail(fhd_learner *L, int32_t rc, const char *what) {
     return fhd__fail(L, rc, "%s: %s", what, L->ops->error(L->be));
 }
 
-/* ---- validation helpers ----------------------------------------------------------------- */
-
-static int32_t check_struct(fhd_learner *L, const void *p, uint32_t min_size, const char *fn,
-                            const char *what) {
-    if (!p)
-        return fhd__fail(L, FHD_ERR_NULL_POINTER, "%s: `%s` is NULL", fn, what);
-    uint32_t sz = *(const uint32_t *)p;
-    if (sz < min_size)
-        return fhd__fail(L, FHD_ERR_STRUCT_SIZE,
-                         "%s: %s.struct_size is %u; at least %u is required", fn, what, sz,
-                         min_size);
-    return FHD_OK;
-}
-
-/* rows (n, cols) of floats must be finite; names env/row index and column. */
-static int32_t check_finite(fhd_learner *L, const float *x, uint64_t n, uint32_t cols,
-                            const char *fn, const char *field, const char *rowname) {
-    for (uint64_t i = 0; i < n * cols; i++) {
-        if (!isfinite(x[i])) {
-            if (cols == 1)
-                return fhd__fail(L, FHD_ERR_NONFINITE, "%s: %s[%llu] is %s (%s %llu)", fn, field,
-                                 (unsigned long long)i, isnan(x[i]) ? "NaN" : "Inf", rowname,
-                                 (unsigned long long)i);
-            return fhd__fail(L, FHD_ERR_NONFINITE, "%s: %s[%llu][%llu] is %s (%s %llu)", fn,
-                             field, (unsigned long long)(i / cols),
-                             (unsigned long long)(i % cols), isnan(x[i]) ? "NaN" : "Inf",
-                             rowname, (unsigned long long)(i / cols));
-        }
-    }
-    return FHD_OK;
-}
-
-static int32_t check_actions(fhd_learner *L, const int32_t *a, uint64_t n, const char *fn,
-                             const char *field, const char *rowname) {
-    const uint32_t D = L->lo.D;
-    for (uint64_t i = 0; i < n; i++)
-        for (uint32_t d = 0; d < D; d++) {
-            int32_t v = a[i * D + d];
-            if (v < 0 || (uint32_t)v >= L->lo.K[d])
-                return fhd__fail(L, FHD_ERR_ACTION_RANGE,
-                                 "%s: %s[%llu][%u] = %d is out of range for branch %u; allowed: "
-                                 "[0, %u] (%s %llu)",
-                                 fn, field, (unsigned long long)i, d, v, d, L->lo.K[d] - 1,
-                                 rowname, (unsigned long long)i);
-        }
-    return FHD_OK;
-}
-
-static int32_t check_flags(fhd_learner *L, const uint8_t *f, uint64_t n, const char *fn,
-                           const char *field) {
-    for (uint64_t i = 0; i < n; i++)
-        if (f[i] > 1)
-            return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
-                             "%s: %s[%llu] = %u; allowed: 0 or 1 (env %llu)", fn, field,
-                             (unsigned long long)i, f[i], (unsigned long long)i);
-    return FHD_OK;
-}
-
-/* The n-step returns the next ingest of rewards `rew` (E) can produce must be finite floats:
- * for every env, every pending start j of its ring with the new reward appended,
- * sum_k gamma^(k-j) r_k computed exactly as emit() does (same order, in double, then rounded
- * to float). Every return emit() stores is one of these, checked when its last reward came;
- * checking every pending start also refuses a reward as soon as it overflows, instead of a
- * later, innocent one. |return| <= sum |r| (gamma <= 1) skips the exact check for any sane
- * reward scale. */
-static int32_t check_returns(fhd_learner *L, const float *rew, const char *fn) {
-    const uint32_t n = L->n;
-    const double g = L->cfg.gamma;
-    for (uint32_t e = 0; e < L->E; e++) {
-        const uint32_t len = L->st_len[e], head = L->st_head[e];
-        const float *ring = L->st_rew + (size_t)e * n;
-        double bound = fabs((double)rew[e]);
-        for (uint32_t k = 0; k < len; k++)
-            bound += fabs((double)ring[(head + k) % n]);
-        if (bound <= 0.5 * (double)FLT_MAX)
-            continue;
-        for (uint32_t j = 0; j <= len; j++) {
-            double ret = 0.0, gk = 1.0;
-            for (uint32_t k = j; k <= len; k++) {
-                ret += gk * (double)(k < len ? ring[(head + k) % n] : rew[e]);
-                gk *= g;
-            }
-            if (!isfinite((float)ret))
-                return fhd__fail(L, FHD_ERR_NONFINITE,
-                                 "%s: rewards[%u] = %g makes the %u-step return of env %u "
-                                 "(started %u step(s) earlier) %g, beyond the float range "
-                                 "(n_step %u, gamma %g); returns are stored as finite floats: "
-                                 "scale the rewards of env %u",
-                                 fn, e, (double)rew[e], len - j + 1, e, len - j, ret, n,
-                                 g, e);
-        }
-    }
-    return FHD_OK;
-}
-
 #define FHD__TRY(expr)                                                                         \
     do {                                                                                       \
         int32_t rc_ = (expr);                                                                  \
@@ -146,30 +51,38 @@ static int32_t check_returns(fhd_learner *L, const float *rew, const char *fn) {
 /* ---- creation --------------------------------------------------------------------------- */
 
 static int alloc_all(fhd_learner *L) {
-    const uint32_t E = L->E, n = L->n, S = L->lo.S, D = L->lo.D, B = L->cfg.batch_size;
-    const size_t En = (size_t)E * n;
+    const uint32_t E = L->E, n = L->n, D = L->lo.D, B = L->cfg.batch_size;
+    const size_t En = (size_t)E * n, ob = (size_t)L->ob;
     L->cap_rows = E > 256 ? E : 256;
-    L->st_obs = calloc(En * S, sizeof(float));
+    L->st_obs = calloc(En, ob);
     L->st_act = calloc(En * D, sizeof(int32_t));
     L->st_rew = calloc(En, sizeof(float));
     L->st_head = calloc(E, sizeof(uint32_t));
     L->st_len = calloc(E, sizeof(uint32_t));
-    L->em_obs = calloc(En * S, sizeof(float));
-    L->em_next = calloc(En * S, sizeof(float));
+    L->em_obs = calloc(En, ob);
+    L->em_next = calloc(En, ob);
     L->em_ret = calloc(En, sizeof(float));
     L->em_disc = calloc(En, sizeof(float));
     L->em_act = calloc(En * D, sizeof(int32_t));
-    L->prev_obs = calloc((size_t)E * S, sizeof(float));
+    L->prev_obs = calloc(E, ob);
     L->prev_act = calloc((size_t)E * D, sizeof(int32_t));
     L->ep_return = calloc(E, sizeof(double));
     L->ep_len = calloc(E, sizeof(uint64_t));
     L->greedy = calloc((size_t)L->cap_rows * D, sizeof(int32_t));
     L->tb_disc = calloc(B, sizeof(float));
     L->tb_w = calloc(B, sizeof(float));
-    L->next_rows = calloc(E, sizeof(float *));
+    L->next_rows = calloc(E, sizeof(*L->next_rows));
+    const size_t k = L->fk;
+    L->st_id = calloc(En * k, sizeof(uint64_t));
+    L->em_obs_id = calloc(En * k, sizeof(uint64_t));
+    L->em_next_id = calloc(En * k, sizeof(uint64_t));
+    L->last_frame = malloc(sizeof(uint64_t) * E * k);
+    for (size_t i = 0; L->last_frame && i < E * k; i++)
+        L->last_frame[i] = FHD_FRAME_NONE;
     return L->st_obs && L->st_act && L->st_rew && L->st_head && L->st_len && L->em_obs &&
            L->em_next && L->em_ret && L->em_disc && L->em_act && L->prev_obs && L->prev_act &&
-           L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w && L->next_rows;
+           L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w && L->next_rows &&
+           L->st_id && L->em_obs_id && L->em_next_id && L->last_frame;
 }
 
 static void free_all(fhd_learner *L) {
@@ -191,6 +104,10 @@ static void free_all(fhd_learner *L) {
     free(L->tb_disc);
     free(L->tb_w);
     free((void *)L->next_rows);
+    free(L->st_id);
+    free(L->em_obs_id);
+    free(L->em_next_id);
+    free(L->last_frame);
 }
 
 void fhd__learner_destroy(fhd_learner *L) {
@@ -223,6 +140,8 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
     }
     L->E = cfg.num_envs;
     L->n = cfg.n_step;
+    L->ob = fhd__config_obs_bytes(&cfg);
+    L->fk = cfg.num_obs_shape && cfg.frame_stack ? cfg.frame_stack : 1;
     if (!alloc_all(L)) {
         /* alloc_all's buffers: the staging ring and one observe's emitted transitions hold
          * E n (3 S + 2 D + 3) values, the step() state E (S + D + 4) (doubles as two) */
@@ -238,6 +157,19 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
         return FHD_ERR_OUT_OF_MEMORY;
     }
     rc = fhd__select_backend(L, err);
+    if (rc == FHD_OK && cfg.obs_dtype == FHD_OBS_UINT8 &&
+        !(L->ops->q_values_u8 && L->ops->replay_add_u8)) {
+        fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, "$.obs_dtype",
+                       "$.obs_dtype: the %s backend takes float32 observations only", L->ops->name);
+        rc = FHD_ERR_BACKEND_UNAVAILABLE;
+    }
+    if (rc == FHD_OK && cfg.num_obs_shape > 0 && !(L->ops->frame_add && L->ops->replay_add_ids)) {
+        fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, "$.obs_shape",
+                       "$.obs_shape: the %s backend has no frame replay for image observations",
+                       L->ops->name);
+        rc = FHD_ERR_BACKEND_UNAVAILABLE;
+    }
+    L->frames = cfg.num_obs_shape > 0;
     if (rc != FHD_OK) {
         fhd__learner_destroy(L);
         return rc;
@@ -283,8 +215,8 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
 /* ---- act -------------------------------------------------------------------------------- */
 
 /* Greedy or epsilon-greedy actions for n rows of obs (validated). */
-static int32_t choose_actions(fhd_learner *L, uint32_t n, const float *obs, int32_t *actions,
-                              float *q, int explore) {
+static int32_t choose_actions(fhd_learner *L, uint32_t n, const unsigned char *obs,
+                              int32_t *actions, float *q, int explore) {
     const fhd__layout *lo = &L->lo;
     const uint32_t D = lo->D;
     const float eps = explore ? fhd__epsilon(&L->cfg, L->env_steps) : 0.0f;
@@ -294,8 +226,12 @@ static int32_t choose_actions(fhd_learner *L, uint32_t n, const float *obs, int3
     if (need_greedy) {
         for (uint32_t r0 = 0; r0 < n; r0 += L->cap_rows) {
             uint32_t m = n - r0 < L->cap_rows ? n - r0 : L->cap_rows;
-            int32_t rc = L->ops->q_values(L->be, m, obs + (size_t)r0 * lo->S,
-                                          q ? q + (size_t)r0 * lo->KT : NULL, L->greedy);
+            const unsigned char *rows = obs + (size_t)r0 * L->ob;
+            float *qr = q ? q + (size_t)r0 * lo->KT : NULL;
+            int32_t rc = L->cfg.obs_dtype == FHD_OBS_UINT8
+                             ? L->ops->q_values_u8(L->be, m, rows, qr, L->greedy)
+                             : L->ops->q_values(L->be, m, (const float *)(const void *)rows, qr,
+                                                L->greedy);
             if (rc != FHD_OK)
                 return backend_fail(L, rc, "act");
             memcpy(actions + (size_t)r0 * D, L->greedy, sizeof(int32_t) * m * D);
@@ -318,27 +254,29 @@ static int32_t choose_actions(fhd_learner *L, uint32_t n, const float *obs, int3
 }
 
 int32_t fhd__learner_act(fhd_learner *L, const fhd_act_args *a) {
-    FHD__TRY(check_struct(L, a, offsetof(fhd_act_args, reserved), "act", "args"));
+    const unsigned char *obs;
+    FHD__TRY(fhd__check_struct(L, a, offsetof(fhd_act_args, reserved), "act", "args"));
     if (a->num_obs == 0 || a->num_obs > (1u << 24))
         return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT, "act: num_obs is %u; allowed: [1, 16777216]",
                          a->num_obs);
-    if (!a->obs)
-        return fhd__fail(L, FHD_ERR_NULL_POINTER, "act: `obs` is NULL");
+    FHD__TRY(fhd__pick_obs(L, a->obs, FHD__ARG_FIELD(a, fhd_act_args, obs_u8), 1, "act", "obs",
+                           "obs_u8", &obs));
     if (!a->actions)
         return fhd__fail(L, FHD_ERR_NULL_POINTER, "act: `actions` is NULL");
     if (a->explore > 1)
         return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT, "act: explore is %u; allowed: 0 or 1",
                          a->explore);
-    FHD__TRY(check_finite(L, a->obs, a->num_obs, L->lo.S, "act", "obs", "observation"));
-    return choose_actions(L, a->num_obs, a->obs, a->actions, a->q_values, (int)a->explore);
+    FHD__TRY(fhd__check_obs_rows(L, obs, a->num_obs, NULL, "act", "obs", "observation"));
+    return choose_actions(L, a->num_obs, obs, a->actions, a->q_values, (int)a->explore);
 }
 
 /* ---- observe: n-step accumulation ------------------------------------------------------- */
 
 /* Emit the transition starting at entry j (0 = oldest) of env e's ring, ending at next_obs. */
-static void emit(fhd_learner *L, uint32_t e, uint32_t j, const float *next_obs, int terminated,
-                 uint32_t *count) {
-    const uint32_t S = L->lo.S, D = L->lo.D, n = L->n;
+static void emit(fhd_learner *L, uint32_t e, uint32_t j, const unsigned char *next_obs,
+                 int terminated, uint32_t *count) {
+    const uint32_t D = L->lo.D, n = L->n;
+    const size_t ob = (size_t)L->ob;
     const uint32_t len = L->st_len[e];
     const double g = L->cfg.gamma;
     double ret = 0.0, gk = 1.0;
@@ -349,22 +287,45 @@ static void emit(fhd_learner *L, uint32_t e, uint32_t j, const float *next_obs, 
     }
     const uint32_t slot = (L->st_head[e] + j) % n;
     const uint32_t o = (*count)++;
-    memcpy(L->em_obs + (size_t)o * S, L->st_obs + ((size_t)e * n + slot) * S, sizeof(float) * S);
+    if (L->frames) { /* next_obs: the frames just added for env e */
+        const size_t k = L->fk;
+        memcpy(L->em_obs_id + o * k, L->st_id + ((size_t)e * n + slot) * k, sizeof(uint64_t) * k);
+        memcpy(L->em_next_id + o * k, L->last_frame + e * k, sizeof(uint64_t) * k);
+    } else {
+        memcpy(L->em_obs + (size_t)o * ob, L->st_obs + ((size_t)e * n + slot) * ob, ob);
+        memcpy(L->em_next + (size_t)o * ob, next_obs, ob);
+    }
     memcpy(L->em_act + (size_t)o * D, L->st_act + ((size_t)e * n + slot) * D, sizeof(int32_t) * D);
-    memcpy(L->em_next + (size_t)o * S, next_obs, sizeof(float) * S);
     L->em_ret[o] = (float)ret;
     L->em_disc[o] = terminated ? 0.0f : (float)gk; /* gamma^m, m = len - j */
 }
 
-/* Validated transitions -> n-step accumulators -> replay. */
-static int32_t ingest(fhd_learner *L, const float *obs, const int32_t *act, const float *rew,
-                      const float *const *next_rows, const uint8_t *term, const uint8_t *trunc) {
-    const uint32_t E = L->E, S = L->lo.S, D = L->lo.D, n = L->n;
-    uint32_t count = 0;
+/* Validated transitions -> n-step accumulators -> replay. Envs with valid[e] == 0 (valid may
+ * be NULL) take no part: nothing stored, their stream and episode unchanged. */
+static int32_t ingest(fhd_learner *L, const unsigned char *obs, const int32_t *act,
+                      const float *rew, const unsigned char *const *next_rows,
+                      const uint8_t *term, const uint8_t *trunc, const uint8_t *valid) {
+    const uint32_t E = L->E, D = L->lo.D, n = L->n;
+    const size_t ob = (size_t)L->ob;
+    uint32_t count = 0, stepped = 0;
     for (uint32_t e = 0; e < E; e++) {
+        if (valid && !valid[e])
+            continue;
+        stepped++;
         /* push (s, a, r) */
         uint32_t slot = (L->st_head[e] + L->st_len[e]) % n;
-        memcpy(L->st_obs + ((size_t)e * n + slot) * S, obs + (size_t)e * S, sizeof(float) * S);
+        if (L->frames) { /* s: the last next_obs when it is the same; s': s shifted on */
+            uint64_t *ids = L->st_id + ((size_t)e * n + slot) * L->fk;
+            int32_t rc = L->ops->frame_add(L->be, obs + (size_t)e * ob,
+                                           L->last_frame + (size_t)e * L->fk, ids);
+            if (rc == FHD_OK)
+                rc = L->ops->frame_add(L->be, next_rows[e], ids,
+                                       L->last_frame + (size_t)e * L->fk);
+            if (rc != FHD_OK)
+                return backend_fail(L, rc, "observe");
+        } else {
+            memcpy(L->st_obs + ((size_t)e * n + slot) * ob, obs + (size_t)e * ob, ob);
+        }
         memcpy(L->st_act + ((size_t)e * n + slot) * D, act + (size_t)e * D, sizeof(int32_t) * D);
         L->st_rew[(size_t)e * n + slot] = rew[e];
         L->st_len[e]++;
@@ -392,10 +353,19 @@ static int32_t ingest(fhd_learner *L, const float *obs, const int32_t *act, cons
             L->ep_len[e] = 0;
         }
     }
-    L->env_steps += E;
-    if (count) {
-        int32_t rc = L->ops->replay_add(L->be, count, L->em_obs, L->em_act, L->em_ret, L->em_next,
-                                        L->em_disc);
+    L->env_steps += stepped;
+    if (count && L->frames) {
+        int32_t rc = L->ops->replay_add_ids(L->be, count, L->em_obs_id, L->em_act, L->em_ret,
+                                            L->em_next_id, L->em_disc);
+        if (rc != FHD_OK)
+            return backend_fail(L, rc, "observe");
+    } else if (count) {
+        int32_t rc = L->cfg.obs_dtype == FHD_OBS_UINT8
+                         ? L->ops->replay_add_u8(L->be, count, L->em_obs, L->em_act, L->em_ret,
+                                                 L->em_next, L->em_disc)
+                         : L->ops->replay_add(L->be, count, (const float *)(void *)L->em_obs,
+                                              L->em_act, L->em_ret,
+                                              (const float *)(void *)L->em_next, L->em_disc);
         if (rc != FHD_OK)
             return backend_fail(L, rc, "observe");
     }
@@ -403,26 +373,35 @@ static int32_t ingest(fhd_learner *L, const float *obs, const int32_t *act, cons
 }
 
 int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t) {
-    FHD__TRY(check_struct(L, t, sizeof(fhd_transitions), "observe", "transitions"));
+    const unsigned char *obs, *next;
+    FHD__TRY(fhd__check_struct(L, t, FHD_TRANSITIONS_SIZE_V1_0, "observe", "transitions"));
     if (t->num_envs != L->E)
         return fhd__fail(L, FHD_ERR_SIZE_MISMATCH,
                          "observe: num_envs is %u; the config's num_envs is %u", t->num_envs, L->E);
-    const char *names[6] = {"obs", "actions", "rewards", "next_obs", "terminated", "truncated"};
-    const void *ptrs[6] = {t->obs, t->actions, t->rewards, t->next_obs, t->terminated, t->truncated};
-    for (int i = 0; i < 6; i++)
+    const uint8_t *valid = FHD__ARG_FIELD(t, fhd_transitions, valid);
+    FHD__TRY(fhd__pick_obs(L, t->obs, FHD__ARG_FIELD(t, fhd_transitions, obs_u8), 1, "observe",
+                           "obs", "obs_u8", &obs));
+    FHD__TRY(fhd__pick_obs(L, t->next_obs, FHD__ARG_FIELD(t, fhd_transitions, next_obs_u8), 1,
+                           "observe", "next_obs", "next_obs_u8", &next));
+    const char *names[4] = {"actions", "rewards", "terminated", "truncated"};
+    const void *ptrs[4] = {t->actions, t->rewards, t->terminated, t->truncated};
+    for (int i = 0; i < 4; i++)
         if (!ptrs[i])
             return fhd__fail(L, FHD_ERR_NULL_POINTER, "observe: `%s` is NULL", names[i]);
-    const uint32_t E = L->E, S = L->lo.S;
-    FHD__TRY(check_finite(L, t->obs, E, S, "observe", "obs", "env"));
-    FHD__TRY(check_finite(L, t->next_obs, E, S, "observe", "next_obs", "env"));
-    FHD__TRY(check_finite(L, t->rewards, E, 1, "observe", "rewards", "env"));
-    FHD__TRY(check_actions(L, t->actions, E, "observe", "actions", "env"));
-    FHD__TRY(check_flags(L, t->terminated, E, "observe", "terminated"));
-    FHD__TRY(check_flags(L, t->truncated, E, "observe", "truncated"));
-    FHD__TRY(check_returns(L, t->rewards, "observe"));
+    const uint32_t E = L->E;
+    if (valid)
+        FHD__TRY(fhd__check_flags(L, valid, E, NULL, "observe", "valid"));
+    FHD__TRY(fhd__check_obs_rows(L, obs, E, valid, "observe", "obs", "env"));
+    FHD__TRY(fhd__check_obs_rows(L, next, E, valid, "observe", "next_obs", "env"));
+    FHD__TRY(fhd__check_finite(L, t->rewards, E, 1, valid, "observe", "rewards", "env"));
+    FHD__TRY(fhd__check_actions(L, t->actions, E, valid, "observe", "actions", "env"));
+    FHD__TRY(fhd__check_flags(L, t->terminated, E, valid, "observe", "terminated"));
+    FHD__TRY(fhd__check_flags(L, t->truncated, E, valid, "observe", "truncated"));
+    FHD__TRY(fhd__check_returns(L, t->rewards, valid, "observe"));
     for (uint32_t e = 0; e < E; e++)
-        L->next_rows[e] = t->next_obs + (size_t)e * S;
-    return ingest(L, t->obs, t->actions, t->rewards, L->next_rows, t->terminated, t->truncated);
+        L->next_rows[e] = next + (size_t)e * L->ob;
+    return ingest(L, obs, t->actions, t->rewards, L->next_rows, t->terminated, t->truncated,
+                  valid);
 }
 
 /* ---- training --------------------------------------------------------------------------- */
@@ -464,7 +443,7 @@ static uint64_t replay_size(fhd_learner *L) {
 
 int32_t fhd__learner_train(fhd_learner *L, uint32_t n, fhd_train_stats *st) {
     if (st)
-        FHD__TRY(check_struct(L, st, offsetof(fhd_train_stats, loss), "train", "stats"));
+        FHD__TRY(fhd__check_struct(L, st, offsetof(fhd_train_stats, loss), "train", "stats"));
     if (n > 1000000)
         return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT, "train: num_updates is %u; allowed: [0, 1000000]",
                          n);
@@ -482,26 +461,32 @@ int32_t fhd__learner_train(fhd_learner *L, uint32_t n, fhd_train_stats *st) {
 }
 
 int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_stats *st) {
-    FHD__TRY(check_struct(L, b, sizeof(fhd_batch), "train_batch", "batch"));
+    const unsigned char *obs, *next;
+    FHD__TRY(fhd__check_struct(L, b, FHD_BATCH_SIZE_V1_0, "train_batch", "batch"));
     if (st)
-        FHD__TRY(check_struct(L, st, offsetof(fhd_train_stats, loss), "train_batch", "stats"));
-    const uint32_t B = L->cfg.batch_size, S = L->lo.S;
+        FHD__TRY(fhd__check_struct(L, st, offsetof(fhd_train_stats, loss), "train_batch", "stats"));
+    const uint32_t B = L->cfg.batch_size;
     if (b->batch_size != B)
         return fhd__fail(L, FHD_ERR_SIZE_MISMATCH,
                          "train_batch: batch_size is %u; the config's batch_size is %u",
                          b->batch_size, B);
-    const char *names[5] = {"obs", "actions", "rewards", "next_obs", "terminated"};
-    const void *ptrs[5] = {b->obs, b->actions, b->rewards, b->next_obs, b->terminated};
-    for (int i = 0; i < 5; i++)
+    FHD__TRY(fhd__pick_obs(L, b->obs, FHD__ARG_FIELD(b, fhd_batch, obs_u8), 1, "train_batch",
+                           "obs", "obs_u8", &obs));
+    FHD__TRY(fhd__pick_obs(L, b->next_obs, FHD__ARG_FIELD(b, fhd_batch, next_obs_u8), 1,
+                           "train_batch", "next_obs", "next_obs_u8", &next));
+    const char *names[3] = {"actions", "rewards", "terminated"};
+    const void *ptrs[3] = {b->actions, b->rewards, b->terminated};
+    for (int i = 0; i < 3; i++)
         if (!ptrs[i])
             return fhd__fail(L, FHD_ERR_NULL_POINTER, "train_batch: `%s` is NULL", names[i]);
-    FHD__TRY(check_finite(L, b->obs, B, S, "train_batch", "obs", "row"));
-    FHD__TRY(check_finite(L, b->next_obs, B, S, "train_batch", "next_obs", "row"));
-    FHD__TRY(check_finite(L, b->rewards, B, 1, "train_batch", "rewards", "row"));
-    FHD__TRY(check_actions(L, b->actions, B, "train_batch", "actions", "row"));
-    FHD__TRY(check_flags(L, b->terminated, B, "train_batch", "terminated"));
+    FHD__TRY(fhd__check_obs_rows(L, obs, B, NULL, "train_batch", "obs", "row"));
+    FHD__TRY(fhd__check_obs_rows(L, next, B, NULL, "train_batch", "next_obs", "row"));
+    FHD__TRY(fhd__check_finite(L, b->rewards, B, 1, NULL, "train_batch", "rewards", "row"));
+    FHD__TRY(fhd__check_actions(L, b->actions, B, NULL, "train_batch", "actions", "row"));
+    FHD__TRY(fhd__check_flags(L, b->terminated, B, NULL, "train_batch", "terminated"));
     if (b->discounts) {
-        FHD__TRY(check_finite(L, b->discounts, B, 1, "train_batch", "discounts", "row"));
+        FHD__TRY(fhd__check_finite(L, b->discounts, B, 1, NULL, "train_batch", "discounts",
+                                   "row"));
         for (uint32_t i = 0; i < B; i++)
             if (b->discounts[i] < 0.0f || b->discounts[i] > 1.0f)
                 return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
@@ -509,7 +494,7 @@ int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_s
                                  (double)b->discounts[i]);
     }
     if (b->weights) {
-        FHD__TRY(check_finite(L, b->weights, B, 1, "train_batch", "weights", "row"));
+        FHD__TRY(fhd__check_finite(L, b->weights, B, 1, NULL, "train_batch", "weights", "row"));
         for (uint32_t i = 0; i < B; i++)
             if (b->weights[i] < 0.0f)
                 return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
@@ -521,8 +506,18 @@ int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_s
         L->tb_disc[i] = b->terminated[i] ? 0.0f : g;
         L->tb_w[i] = b->weights ? b->weights[i] : 1.0f;
     }
-    fhd__host_batch hb = {B, b->obs, b->actions, b->rewards, b->next_obs, L->tb_disc, L->tb_w,
-                          b->td_errors, b->targets};
+    const int u8 = L->cfg.obs_dtype == FHD_OBS_UINT8;
+    fhd__host_batch hb = {B,
+                          u8 ? NULL : b->obs,
+                          b->actions,
+                          b->rewards,
+                          u8 ? NULL : b->next_obs,
+                          L->tb_disc,
+                          L->tb_w,
+                          b->td_errors,
+                          b->targets,
+                          u8 ? obs : NULL,
+                          u8 ? next : NULL};
     fhd_train_stats local = FHD_TRAIN_STATS_INIT;
     stats_reset(st);
     double t0 = fhd__now();
@@ -539,18 +534,25 @@ int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_s
 /* ---- step ------------------------------------------------------------------------------- */
 
 int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
-    FHD__TRY(check_struct(L, a, sizeof(fhd_step_args), "step", "args"));
+    const unsigned char *obs, *final_obs;
+    FHD__TRY(fhd__check_struct(L, a, FHD_STEP_ARGS_SIZE_V1_0, "step", "args"));
     if (a->stats)
-        FHD__TRY(check_struct(L, a->stats, offsetof(fhd_train_stats, loss), "step", "stats"));
-    const uint32_t E = L->E, S = L->lo.S;
+        FHD__TRY(fhd__check_struct(L, a->stats, offsetof(fhd_train_stats, loss), "step", "stats"));
+    const uint32_t E = L->E;
+    const size_t ob = (size_t)L->ob;
     if (a->num_envs != E)
         return fhd__fail(L, FHD_ERR_SIZE_MISMATCH,
                          "step: num_envs is %u; the config's num_envs is %u", a->num_envs, E);
-    if (!a->obs)
-        return fhd__fail(L, FHD_ERR_NULL_POINTER, "step: `obs` is NULL");
+    const uint8_t *valid = FHD__ARG_FIELD(a, fhd_step_args, valid);
+    FHD__TRY(fhd__pick_obs(L, a->obs, FHD__ARG_FIELD(a, fhd_step_args, obs_u8), 1, "step", "obs",
+                           "obs_u8", &obs));
+    FHD__TRY(fhd__pick_obs(L, a->final_obs, FHD__ARG_FIELD(a, fhd_step_args, final_obs_u8), 0,
+                           "step", "final_obs", "final_obs_u8", &final_obs));
     if (!a->actions)
         return fhd__fail(L, FHD_ERR_NULL_POINTER, "step: `actions` is NULL");
-    FHD__TRY(check_finite(L, a->obs, E, S, "step", "obs", "env"));
+    if (valid)
+        FHD__TRY(fhd__check_flags(L, valid, E, NULL, "step", "valid"));
+    FHD__TRY(fhd__check_obs_rows(L, obs, E, NULL, "step", "obs", "env"));
     const int has_transition = a->rewards != NULL;
     if (has_transition) {
         if (!L->have_prev)
@@ -561,27 +563,27 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
             return fhd__fail(L, FHD_ERR_NULL_POINTER, "step: `terminated` is NULL");
         if (!a->truncated)
             return fhd__fail(L, FHD_ERR_NULL_POINTER, "step: `truncated` is NULL");
-        FHD__TRY(check_finite(L, a->rewards, E, 1, "step", "rewards", "env"));
-        FHD__TRY(check_flags(L, a->terminated, E, "step", "terminated"));
-        FHD__TRY(check_flags(L, a->truncated, E, "step", "truncated"));
-        FHD__TRY(check_returns(L, a->rewards, "step"));
-        if (a->final_obs)
+        FHD__TRY(fhd__check_finite(L, a->rewards, E, 1, valid, "step", "rewards", "env"));
+        FHD__TRY(fhd__check_flags(L, a->terminated, E, valid, "step", "terminated"));
+        FHD__TRY(fhd__check_flags(L, a->truncated, E, valid, "step", "truncated"));
+        FHD__TRY(fhd__check_returns(L, a->rewards, valid, "step"));
+        if (final_obs)
             for (uint32_t e = 0; e < E; e++)
-                if (a->terminated[e] || a->truncated[e])
-                    FHD__TRY(check_finite(L, a->final_obs + (size_t)e * S, 1, S, "step",
-                                          "final_obs", "env"));
+                if ((!valid || valid[e]) && (a->terminated[e] || a->truncated[e]))
+                    FHD__TRY(fhd__check_obs_rows(L, final_obs + e * ob, 1, NULL, "step",
+                                                 "final_obs", "env"));
     }
     fhd_train_stats local = FHD_TRAIN_STATS_INIT;
     stats_reset(a->stats);
     int32_t trained = FHD_OK; /* FHD_ERR_DIVERGED: the step completes, and says so */
     if (has_transition) {
         for (uint32_t e = 0; e < E; e++) {
-            const int done = a->terminated[e] || a->truncated[e];
-            L->next_rows[e] = (done && a->final_obs ? a->final_obs : a->obs) + (size_t)e * S;
+            const int done = (!valid || valid[e]) && (a->terminated[e] || a->truncated[e]);
+            L->next_rows[e] = (done && final_obs ? final_obs : obs) + e * ob;
         }
         const uint64_t before = L->env_steps;
         int32_t rc = ingest(L, L->prev_obs, L->prev_act, a->rewards, L->next_rows, a->terminated,
-                            a->truncated);
+                            a->truncated, valid);
         if (rc != FHD_OK)
             return rc;
         /* schedule: gradient_steps updates per train_freq env steps after learning_starts */
@@ -595,10 +597,10 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
                 return trained;
         }
     }
-    int32_t rc = choose_actions(L, E, a->obs, a->actions, NULL, 1);
+    int32_t rc = choose_actions(L, E, obs, a->actions, NULL, 1);
     if (rc != FHD_OK)
         return rc;
-    memcpy(L->prev_obs, a->obs, sizeof(float) * E * S);
+    memcpy(L->prev_obs, obs, ob * E);
     memcpy(L->prev_act, a->actions, sizeof(int32_t) * E * L->lo.D);
     L->have_prev = 1;
     stats_out(a->stats, &local);
@@ -608,15 +610,15 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
 /* ---- tensors ---------------------------------------------------------------------------- */
 
 int32_t fhd__learner_tensor_info(fhd_learner *L, uint32_t i, fhd_tensor_info *info) {
-    FHD__TRY(check_struct(L, info, sizeof(fhd_tensor_info), "tensor_info", "info"));
+    FHD__TRY(fhd__check_struct(L, info, sizeof(fhd_tensor_info), "tensor_info", "info"));
     fhd__tensor_ref t;
     if (fhd__layout_tensor(&L->lo, i, &t) != 0)
         return fhd__fail(L, FHD_ERR_NOT_FOUND, "tensor_info: index %u is past the last tensor (%u)",
                          i, fhd__layout_tensor_count(&L->lo));
     info->rank = t.rank;
     memset(info->shape, 0, sizeof info->shape);
-    info->shape[0] = t.shape[0];
-    info->shape[1] = t.shape[1];
+    for (int d = 0; d < 4; d++)
+        info->shape[d] = t.shape[d];
     info->count = t.count;
     snprintf(info->name, sizeof info->name, "%s", t.name);
     return FHD_OK;
@@ -651,7 +653,21 @@ int32_t fhd__learner_tensor_write(fhd_learner *L, const char *name, const float 
     if (t.buf != FHD_BUF_PARAMS && t.buf != FHD_BUF_SN)
         return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
                          "tensor_write: \"%s\" is not writable (online.*, target.*, sn.* are)", name);
-    FHD__TRY(check_finite(L, src, n, 1, "tensor_write", "src", "element"));
+    FHD__TRY(fhd__check_finite(L, src, n, 1, NULL, "tensor_write", "src", "element"));
     int32_t rc = L->ops->write(L->be, (int)t.buf, t.offset, t.count, src);
     return rc == FHD_OK ? FHD_OK : backend_fail(L, rc, "tensor_write");
+}
+
+int32_t fhd__learner_obs_info(fhd_learner *L, fhd_obs_info *info) {
+    const fhd__config *c = &L->cfg;
+    FHD__TRY(fhd__check_struct(L, info, sizeof(fhd_obs_info), "obs_info", "info"));
+    info->dtype = c->obs_dtype == FHD_OBS_UINT8 ? FHD_OBS_DTYPE_UINT8 : FHD_OBS_DTYPE_FLOAT32;
+    info->rank = c->num_obs_shape ? 3 : 1;
+    for (uint32_t i = 0; i < 3; i++)
+        info->shape[i] = c->num_obs_shape ? c->obs_shape[i] : (i == 0 ? c->obs_dim : 0);
+    info->size = c->obs_dim;
+    info->frame_stack = c->frame_stack;
+    info->scale = fhd__config_obs_scale(c);
+    info->reserved = 0;
+    return FHD_OK;
 }

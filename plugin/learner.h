@@ -3,6 +3,7 @@
 #define FHD_LEARNER_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -30,17 +31,27 @@ struct fhd_learner {
 
     /* n-step accumulators, one ring of up to n entries per env stream (E = num_envs) */
     uint32_t E, n;
-    float *st_obs;     /* (E, n, S) */
+    uint64_t ob;       /* bytes of one observation row: S * 4 (float32) or S (uint8) */
+    unsigned char *st_obs; /* (E, n, S) observations of the learner's dtype */
     int32_t *st_act;   /* (E, n, D) */
     float *st_rew;     /* (E, n) */
     uint32_t *st_head; /* (E) index of the oldest entry */
     uint32_t *st_len;  /* (E) entries held */
     /* transitions emitted by one observe: at most E * n */
-    float *em_obs, *em_next, *em_ret, *em_disc; /* (E n, S), (E n, S), (E n), (E n) */
+    unsigned char *em_obs, *em_next; /* (E n, S) each, the learner's dtype */
+    float *em_ret, *em_disc;         /* (E n), (E n) */
     int32_t *em_act;                            /* (E n, D) */
 
+    /* frame-once replay (image observations, backend frame_add): observations are stored
+     * once as frames; the staging holds their ids instead of their bytes */
+    int frames;
+    uint32_t fk;                      /* frame ids per observation: frame_stack (or 1) */
+    uint64_t *st_id;                  /* (E, n, fk) frame ids of each staged obs */
+    uint64_t *em_obs_id, *em_next_id; /* (E n, fk) */
+    uint64_t *last_frame;             /* (E, fk) frame ids of each env's last next_obs, or NONE */
+
     /* step(): the previous call's observations and actions */
-    float *prev_obs;   /* (E, S) */
+    unsigned char *prev_obs; /* (E, S), the learner's dtype */
     int32_t *prev_act; /* (E, D) */
     int have_prev;
 
@@ -53,7 +64,7 @@ struct fhd_learner {
 
     /* scratch */
     int32_t *greedy;   /* (cap_rows, D) */
-    const float **next_rows; /* (E) bootstrap observation of each env's transition */
+    const unsigned char **next_rows; /* (E) bootstrap observation of each env's transition */
     float *tb_disc, *tb_w; /* (B) */
     uint32_t cap_rows;
 
@@ -78,6 +89,36 @@ float fhd__epsilon(const fhd__config *cfg, uint64_t env_steps);
 int32_t fhd__select_backend(fhd_learner *L, fhd_error *err);
 void fhd__unload_backend(fhd_learner *L);
 
+/* learner_check.c: argument validation; each returns FHD_OK or the status it set with
+ * fhd__fail. Row checks skip rows whose `valid` entry is 0 (valid may be NULL). */
+int32_t fhd__check_struct(fhd_learner *L, const void *p, uint32_t min_size, const char *fn,
+                          const char *what);
+int32_t fhd__check_finite(fhd_learner *L, const float *x, uint64_t n, uint32_t cols,
+                          const uint8_t *valid, const char *fn, const char *field,
+                          const char *rowname);
+/* n observation rows of the learner's dtype: finite when float32 (uint8 always passes). */
+int32_t fhd__check_obs_rows(fhd_learner *L, const unsigned char *rows, uint64_t n,
+                            const uint8_t *valid, const char *fn, const char *field,
+                            const char *rowname);
+int32_t fhd__check_actions(fhd_learner *L, const int32_t *a, uint64_t n, const uint8_t *valid,
+                           const char *fn, const char *field, const char *rowname);
+int32_t fhd__check_flags(fhd_learner *L, const uint8_t *f, uint64_t n, const uint8_t *valid,
+                         const char *fn, const char *field);
+/* The n-step returns rewards `rew` (E) would make stay finite floats (FHD_ERR_NONFINITE naming
+ * the env otherwise); envs with valid[e] == 0 are skipped. */
+int32_t fhd__check_returns(fhd_learner *L, const float *rew, const uint8_t *valid, const char *fn);
+/* The observation pointer of the learner's dtype among float `f` (field fname) and uint8 `u`
+ * (field uname): the other must be NULL (FHD_ERR_INVALID_ARGUMENT naming both); neither is
+ * FHD_ERR_NULL_POINTER when required, else *out = NULL. */
+int32_t fhd__pick_obs(fhd_learner *L, const float *f, const uint8_t *u, int required,
+                      const char *fn, const char *fname, const char *uname,
+                      const unsigned char **out);
+
+/* A trailing field of an argument struct, or NULL when the caller's struct_size (an older
+ * minor's struct) does not reach it. */
+#define FHD__ARG_FIELD(p, T, field)                                                             \
+    ((p)->struct_size >= offsetof(T, field) + sizeof((p)->field) ? (p)->field : NULL)
+
 /* learner.c */
 int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_error *err);
 void fhd__learner_destroy(fhd_learner *L);
@@ -89,6 +130,7 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a);
 int32_t fhd__learner_tensor_info(fhd_learner *L, uint32_t i, fhd_tensor_info *info);
 int32_t fhd__learner_tensor_read(fhd_learner *L, const char *name, float *dst, uint64_t n);
 int32_t fhd__learner_tensor_write(fhd_learner *L, const char *name, const float *src, uint64_t n);
+int32_t fhd__learner_obs_info(fhd_learner *L, fhd_obs_info *info);
 
 /* metrics.c */
 int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *needed);

@@ -1,18 +1,5 @@
-/* cpu_backend.c - the CPU reference backend: state, replay, and the update (DESIGN.md 4).
- *
- * One update on a batch (B rows):
- *   1. spectral norm: one power iteration per normalised online layer (u, v updated), sigma;
- *      target layers use their stored u, v (no iteration). W_sn = W / sigma.
- *   2. forwards: online(s) keeping activations; target(s'); online(s') for double DQN.
- *   3. y = R + disc * mean_d Q'_d(s', a*_d); loss and dL/dQ; backward into the flat gradient.
- *   4. global-norm clipping, Adam/AdamW, updates += 1, target update every C updates.
- * Divergence: a non-finite loss (checked before the backward pass) or gradient norm, or a
- * norm whose square would overflow Adam's second moment, stops the update before anything is
- * applied: the gradient is computed into a spare buffer that replaces grad only on success,
- * and the power iteration's u, v are restored. train/train_batch then return
- * FHD_ERR_DIVERGED with the learner exactly as after the previous update.
- */
-#include <math.h>
+/* cpu_backend.c - the CPU reference backend: creation, replay, sampling, state access and the
+ * ops table. The network and the update are in cpu_net.c (DESIGN.md 4). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,51 +7,11 @@
 #include <pmmintrin.h>
 #endif
 
-#include "backend.h"
+#include "cpu_internal.h"
 #include "cpu_memory.h"
-#include "cpu_ops.h"
 #include "philox.h"
 #include "priority.h"
-#include "sumtree.h"
 
-struct fhd__backend {
-    fhd__config cfg;
-    fhd__layout lo;
-    uint64_t P;
-    float *params; /* (2P): online [0, P), target [P, 2P) */
-    float *grad, *adam_m, *adam_v; /* (P) each */
-    float *grad_next;              /* (P) the gradient being computed; swapped with grad */
-    float *sn_prev;                /* (sn_size) online u, v before this update's iteration */
-    float *sn;     /* (2 * sn_size): online u/v, then target u/v */
-    float *wsn;    /* (2 * sum of normalised W sizes): W / sigma for online, then target */
-    uint64_t wsn_half;
-    float sigma[FHD_MAX_HIDDEN_LAYERS]; /* online sigma of this update */
-    int eval_sn_fresh;                  /* online W_sn matches the current W and u, v for act */
-    uint64_t updates;
-
-    /* update scratch, B = batch_size rows */
-    uint32_t B;
-    float *h[FHD_MAX_HIDDEN_LAYERS + 1]; /* online(s) activations: h_l (B, H_l), head (B, HO) */
-    float *fa, *fb;                      /* (B, max_width) ping-pong for other forwards */
-    float *q, *qt, *qsel, *dq;           /* (B, KT) */
-    float *da, *db;                      /* (B, max_width) backward ping-pong */
-    float *y, *td, *sn_tmp;              /* (B), (B, D), (max_width) */
-    /* gathered batch */
-    float *g_obs, *g_next, *g_ret, *g_disc, *g_w; /* (B, S), (B, S), (B), (B), (B) */
-    int32_t *g_act;                               /* (B, D) */
-    uint32_t *idx;                                /* (B) */
-    uint64_t *prio, *rand64;                      /* (B) */
-
-    /* replay ring */
-    uint32_t capacity;
-    float *r_obs, *r_next, *r_ret, *r_disc; /* (N, S), (N, S), (N), (N) */
-    int32_t *r_act;                          /* (N, D) */
-    fhd__sumtree tree;                       /* prioritized only */
-    uint64_t pos, size, max_q;
-
-    fhd__update_stats last;
-    char err[512];
-};
 
 static int fail(fhd__backend *b, int32_t code, const char *msg) {
     snprintf(b->err, sizeof b->err, "%s", msg);
@@ -104,6 +51,16 @@ static void cpu_destroy(fhd__backend *b) {
     free(b->y);
     free(b->td);
     free(b->sn_tmp);
+    free(b->xin);
+    free(b->xin2);
+    for (uint32_t c = 0; c < FHD_MAX_CONV_LAYERS; c++)
+        free(b->ca[c]);
+    free(b->cpa);
+    free(b->cpb);
+    free(b->cda);
+    free(b->cdb);
+    free(b->col);
+    free(b->dcol);
     free(b->g_obs);
     free(b->g_ret);
     free(b->g_disc);
@@ -114,6 +71,7 @@ static void cpu_destroy(fhd__backend *b) {
     free(b->rand64);
     free(b->r_obs);
     free(b->r_next);
+    fhd__cpu_frames_free(b);
     free(b->r_ret);
     free(b->r_disc);
     free(b->r_act);
@@ -145,6 +103,23 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->adam_v = (float *)xalloc(P, sizeof(float), &ok);
     b->sn = (float *)xalloc(2 * lo->sn_size, sizeof(float), &ok);
     uint64_t wsn = 0;
+    uint32_t sn_tmp = W;
+    for (uint32_t c = 0; c < lo->NC; c++) {
+        const fhd__conv_layer *cv = &lo->conv[c];
+        if (cv->sn)
+            wsn += (uint64_t)cv->cout * cv->ckk;
+        sn_tmp = cv->ckk > sn_tmp ? cv->ckk : sn_tmp;
+        b->ca[c] = (float *)xalloc((size_t)2 * B * cv->cout * cv->hw, sizeof(float), &ok);
+    }
+    if (lo->NC) {
+        const size_t A = lo->conv_max_act, C = lo->conv_max_col;
+        b->cpa = (float *)xalloc((size_t)B * A, sizeof(float), &ok);
+        b->cpb = (float *)xalloc((size_t)B * A, sizeof(float), &ok);
+        b->cda = (float *)xalloc((size_t)B * A, sizeof(float), &ok);
+        b->cdb = (float *)xalloc((size_t)B * A, sizeof(float), &ok);
+        b->col = (float *)xalloc(C, sizeof(float), &ok);
+        b->dcol = (float *)xalloc(C, sizeof(float), &ok);
+    }
     for (uint32_t l = 0; l < lo->L; l++)
         if (lo->layers[l].sn)
             wsn += (uint64_t)lo->layers[l].out * lo->layers[l].in;
@@ -162,9 +137,15 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->db = (float *)xalloc((size_t)B * W, sizeof(float), &ok);
     b->y = (float *)xalloc(B, sizeof(float), &ok);
     b->td = (float *)xalloc((size_t)B * D, sizeof(float), &ok);
-    b->sn_tmp = (float *)xalloc(W, sizeof(float), &ok);
-    b->g_obs = (float *)xalloc((size_t)2 * B * S, sizeof(float), &ok);
-    b->g_next = b->g_obs + (size_t)B * S;
+    b->sn_tmp = (float *)xalloc(sn_tmp, sizeof(float), &ok);
+    b->ob = fhd__config_obs_bytes(cfg);
+    b->scale = fhd__config_obs_scale(cfg);
+    if (lo->NC == 0 && (cfg->obs_dtype == FHD_OBS_UINT8 || b->scale != 1.0f)) {
+        b->xin = (float *)xalloc((size_t)2 * B * S, sizeof(float), &ok);
+        b->xin2 = (float *)xalloc((size_t)B * S, sizeof(float), &ok);
+    }
+    b->g_obs = (unsigned char *)xalloc((size_t)2 * B, b->ob, &ok);
+    b->g_next = b->g_obs + (size_t)B * b->ob;
     b->g_ret = (float *)xalloc(B, sizeof(float), &ok);
     b->g_disc = (float *)xalloc(B, sizeof(float), &ok);
     b->g_w = (float *)xalloc(B, sizeof(float), &ok);
@@ -172,8 +153,12 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->idx = (uint32_t *)xalloc(B, sizeof(uint32_t), &ok);
     b->prio = (uint64_t *)xalloc(B, sizeof(uint64_t), &ok);
     b->rand64 = (uint64_t *)xalloc(B, sizeof(uint64_t), &ok);
-    b->r_obs = (float *)xalloc(N * S, sizeof(float), &ok);
-    b->r_next = (float *)xalloc(N * S, sizeof(float), &ok);
+    if (cfg->num_obs_shape > 0) { /* image observations: each frame once */
+        fhd__cpu_frames_alloc(b, &ok);
+    } else {
+        b->r_obs = (unsigned char *)xalloc(N, b->ob, &ok);
+        b->r_next = (unsigned char *)xalloc(N, b->ob, &ok);
+    }
     b->r_ret = (float *)xalloc(N, sizeof(float), &ok);
     b->r_disc = (float *)xalloc(N, sizeof(float), &ok);
     b->r_act = (int32_t *)xalloc(N * D, sizeof(int32_t), &ok);
@@ -223,181 +208,19 @@ static void fpmode_leave(fpmode m) {
 #endif
 }
 
-/* ---- network passes --------------------------------------------------------------------- */
-
-/* Weight pointer for layer l of network `net` (0 online, 1 target): W_sn when normalised. */
-static const float *layer_weight(const fhd__backend *b, int net, uint32_t l) {
-    const fhd__layer *ly = &b->lo.layers[l];
-    if (!ly->sn)
-        return b->params + (net ? b->P : 0) + ly->w_off;
-    uint64_t off = 0;
-    for (uint32_t j = 0; j < l; j++)
-        if (b->lo.layers[j].sn)
-            off += (uint64_t)b->lo.layers[j].out * b->lo.layers[j].in;
-    return b->wsn + (net ? b->wsn_half : 0) + off;
-}
-
-/* Compute W_sn of networks [0, nets) (1: online only, 2: online and target). train: one
- * power iteration on the online vectors first. */
-static void sn_prepare(fhd__backend *b, int train, int nets) {
-    const fhd__layout *lo = &b->lo;
-    for (uint32_t l = 0; l < lo->L; l++) {
-        const fhd__layer *ly = &lo->layers[l];
-        if (!ly->sn)
-            continue;
-        for (int net = 0; net < nets; net++) {
-            const float *W = b->params + (net ? b->P : 0) + ly->w_off;
-            float *u = b->sn + (net ? lo->sn_size : 0) + ly->u_off;
-            float *v = b->sn + (net ? lo->sn_size : 0) + ly->v_off;
-            float sigma = (train && net == 0)
-                              ? fhd__sn_power_iteration(W, u, v, ly->out, ly->in, b->sn_tmp)
-                              : fhd__sn_sigma(W, u, v, ly->out, ly->in, b->sn_tmp);
-            if (net == 0)
-                b->sigma[l] = sigma;
-            fhd__sn_scale((float *)layer_weight(b, net, l), W, sigma,
-                          (uint64_t)ly->out * ly->in);
-        }
-    }
-}
-
-/* Forward n <= B rows of x (n, S) through network `net`; q (n, KT). When keep, activations
- * stay in b->h (online(s) of the update); otherwise the ping-pong buffers are used. */
-static void net_forward(fhd__backend *b, int net, const float *x, uint32_t n, float *q, int keep) {
-    const fhd__layout *lo = &b->lo;
-    const float *in = x;
-    for (uint32_t l = 0; l <= lo->L; l++) {
-        const fhd__layer *ly = &lo->layers[l];
-        float *out = keep ? b->h[l] : ((l % 2) ? b->fb : b->fa);
-        const float *bias = b->params + (net ? b->P : 0) + ly->b_off;
-        fhd__linear_forward(out, in, layer_weight(b, net, l), bias, n, ly->in, ly->out, l < lo->L);
-        in = out;
-    }
-    fhd__head_combine(q, in, lo, n);
-}
-
-/* Why the update is not applied (FHD_ERR_DIVERGED, message in b->err): the statistic, and the
- * first non-finite TD target or Q value of the batch that explains it. */
-static int32_t diverged(fhd__backend *b, const fhd__host_batch *hb, float loss, float gnorm) {
-    const uint32_t B = hb->B, KT = b->lo.KT;
-    char why[160] = "";
-    for (uint32_t i = 0; i < B && !why[0]; i++)
-        if (!isfinite(b->y[i]))
-            snprintf(why, sizeof why, "; the TD target y[%u] is %g", i, (double)b->y[i]);
-    for (uint64_t i = 0; i < (uint64_t)B * KT && !why[0]; i++)
-        if (!isfinite(b->q[i]))
-            snprintf(why, sizeof why, "; Q(s)[%llu][%llu] is %g", (unsigned long long)(i / KT),
-                     (unsigned long long)(i % KT), (double)b->q[i]);
-    snprintf(b->err, sizeof b->err,
-             "update %llu diverged: loss %g, gradient norm %g%s%s; it was not applied (the "
-             "learner is as after update %llu)",
-             (unsigned long long)b->updates + 1, (double)loss, (double)gnorm,
-             isfinite(gnorm) && isfinite(loss) ? " (its square overflows Adam's second moment)"
-                                              : "",
-             why, (unsigned long long)b->updates);
-    return FHD_ERR_DIVERGED;
-}
-
-/* The update on the batch in the g_* buffers (or pointers in hb). td (B, D) receives the TD
- * errors before the update. FHD_OK, or FHD_ERR_DIVERGED with nothing applied. */
-static int32_t update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st,
-                      float beta) {
-    const fhd__layout *lo = &b->lo;
-    const fhd__config *c = &b->cfg;
-    const uint32_t B = hb->B;
-    float *const grad = b->grad_next;
-    if (lo->sn_size)
-        memcpy(b->sn_prev, b->sn, sizeof(float) * lo->sn_size);
-    sn_prepare(b, 1, 2);
-    const float *sel = b->qt;
-    if (c->double_dqn) {
-        if (hb->obs != b->g_obs) {
-            memcpy(b->g_obs, hb->obs, sizeof(float) * B * lo->S);
-            memcpy(b->g_next, hb->next_obs, sizeof(float) * B * lo->S);
-        }
-        net_forward(b, 0, b->g_obs, 2 * B, b->q, 1);
-        sel = b->q + (size_t)B * lo->KT;
-    } else {
-        net_forward(b, 0, hb->obs, B, b->q, 1);
-    }
-    net_forward(b, 1, hb->next_obs, B, b->qt, 0);
-    fhd__td_target(b->y, hb->rewards, hb->disc, b->qt, sel, lo, B);
-    fhd__loss_params lp = {c->loss == FHD_LOSS_HUBER, (float)c->huber_delta, (float)c->cql_alpha};
-    float td_abs, q_mean;
-    float loss = fhd__td_loss(b->dq, b->td, b->q, hb->actions, b->y, hb->weights, lo, B, &lp,
-                              &td_abs, &q_mean);
-    float gnorm = NAN;
-    if (!isfinite(loss))
-        goto refuse;
-    /* backward: head, then torso layers from the top */
-    float *dy = b->da, *dx = b->db;
-    fhd__head_combine_backward(dy, b->dq, lo, B);
-    for (int l = (int)lo->L; l >= 0; l--) {
-        const fhd__layer *ly = &lo->layers[l];
-        const float *x = l == 0 ? hb->obs : b->h[l - 1];
-        if (l < (int)lo->L)
-            fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
-        fhd__linear_backward(l > 0 ? dx : NULL, grad + ly->w_off, grad + ly->b_off, dy, x,
-                             layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out);
-        if (ly->sn)
-            fhd__sn_weight_backward(grad + ly->w_off, b->params + ly->w_off,
-                                    b->sn + ly->u_off, b->sn + ly->v_off, b->sigma[l], ly->out,
-                                    ly->in);
-        float *t = dy;
-        dy = dx;
-        dx = t;
-    }
-    gnorm = fhd__clip_grad_norm(grad, b->P, (float)c->max_grad_norm);
-    /* Adam squares the applied gradient: its norm squared must stay a float */
-    const float applied =
-        c->max_grad_norm > 0 && gnorm > (float)c->max_grad_norm ? (float)c->max_grad_norm : gnorm;
-    if (!isfinite(gnorm) || !isfinite(applied * applied))
-        goto refuse;
-    b->grad_next = b->grad; /* the new gradient becomes grad.* */
-    b->grad = grad;
-    fhd__adam_params ap = {c->lr, c->adam_beta1, c->adam_beta2, (float)c->adam_eps,
-                           c->weight_decay, c->optimizer == FHD_OPT_ADAMW};
-    b->updates++;
-    b->eval_sn_fresh = 0;
-    fhd__adam_step(b->params, b->grad, b->adam_m, b->adam_v, b->P, b->updates, &ap);
-    if (b->updates % c->target_update_interval == 0) {
-        fhd__polyak(b->params + b->P, b->params, b->P, (float)c->tau);
-        if (lo->sn_size) /* the target keeps the online power-iteration state */
-            memcpy(b->sn + lo->sn_size, b->sn, sizeof(float) * lo->sn_size);
-    }
-    if (hb->td)
-        memcpy(hb->td, b->td, sizeof(float) * B * lo->D);
-    if (hb->y)
-        memcpy(hb->y, b->y, sizeof(float) * B);
-    b->last = (fhd__update_stats){b->updates, loss, td_abs, q_mean, gnorm, beta};
-    if (st) {
-        st->updates_done++;
-        st->update_index = b->updates;
-        st->loss = loss;
-        st->td_abs_mean = td_abs;
-        st->q_mean = q_mean;
-        st->grad_norm = gnorm;
-    }
-    return FHD_OK;
-refuse:
-    if (lo->sn_size) /* the power iteration's u, v; W_sn is recomputed before its next use */
-        memcpy(b->sn, b->sn_prev, sizeof(float) * lo->sn_size);
-    b->eval_sn_fresh = 0;
-    return diverged(b, hb, loss, gnorm);
-}
-
 /* ---- ABI-facing operations -------------------------------------------------------------- */
 
-static int32_t cpu_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
-                            int32_t *greedy) {
+static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *obs, float *q,
+                             int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
     fpmode fm = fpmode_enter();
     if (lo->num_sn && !b->eval_sn_fresh) { /* W_sn of the current weights, stored u, v */
-        sn_prepare(b, 0, 1);
+        fhd__cpu_sn_prepare(b, 0, 1);
         b->eval_sn_fresh = 1;
     }
     for (uint32_t r0 = 0; r0 < n; r0 += b->B) {
         uint32_t m = n - r0 < b->B ? n - r0 : b->B;
-        net_forward(b, 0, obs + (size_t)r0 * lo->S, m, b->qsel, 0);
+        fhd__cpu_net_forward(b, 0, obs + (size_t)r0 * b->ob, m, b->qsel, 0);
         if (q)
             memcpy(q + (size_t)r0 * lo->KT, b->qsel, sizeof(float) * m * lo->KT);
         if (greedy)
@@ -407,14 +230,27 @@ static int32_t cpu_q_values(fhd__backend *b, uint32_t n, const float *obs, float
     return FHD_OK;
 }
 
-static int32_t cpu_replay_add(fhd__backend *b, uint32_t n, const float *obs,
-                              const int32_t *actions, const float *returns,
-                              const float *next_obs, const float *disc) {
-    const uint32_t S = b->lo.S, D = b->lo.D;
+static int32_t cpu_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
+                            int32_t *greedy) {
+    return q_values_rows(b, n, (const unsigned char *)obs, q, greedy);
+}
+
+static int32_t cpu_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                               int32_t *greedy) {
+    return q_values_rows(b, n, obs, q, greedy);
+}
+
+static int32_t replay_add_rows(fhd__backend *b, uint32_t n, const unsigned char *obs,
+                               const int32_t *actions, const float *returns,
+                               const unsigned char *next_obs, const float *disc) {
+    if (b->frames)
+        return fail(b, FHD_ERR_INTERNAL, "replay_add: image observations go through frame_add");
+    const uint32_t D = b->lo.D;
+    const size_t ob = (size_t)b->ob;
     for (uint32_t i = 0; i < n; i++) {
         const uint64_t s = b->pos;
-        memcpy(b->r_obs + s * S, obs + (size_t)i * S, sizeof(float) * S);
-        memcpy(b->r_next + s * S, next_obs + (size_t)i * S, sizeof(float) * S);
+        memcpy(b->r_obs + s * ob, obs + (size_t)i * ob, ob);
+        memcpy(b->r_next + s * ob, next_obs + (size_t)i * ob, ob);
         memcpy(b->r_act + s * D, actions + (size_t)i * D, sizeof(int32_t) * D);
         b->r_ret[s] = returns[i];
         b->r_disc[s] = disc[i];
@@ -427,6 +263,19 @@ static int32_t cpu_replay_add(fhd__backend *b, uint32_t n, const float *obs,
     return FHD_OK;
 }
 
+static int32_t cpu_replay_add(fhd__backend *b, uint32_t n, const float *obs,
+                              const int32_t *actions, const float *returns,
+                              const float *next_obs, const float *disc) {
+    return replay_add_rows(b, n, (const unsigned char *)obs, actions, returns,
+                           (const unsigned char *)next_obs, disc);
+}
+
+static int32_t cpu_replay_add_u8(fhd__backend *b, uint32_t n, const uint8_t *obs,
+                                 const int32_t *actions, const float *returns,
+                                 const uint8_t *next_obs, const float *disc) {
+    return replay_add_rows(b, n, obs, actions, returns, next_obs, disc);
+}
+
 static float beta_at(const fhd__config *c, uint64_t u) {
     double f = (double)u / (double)c->per_beta_steps;
     if (f > 1.0)
@@ -437,7 +286,8 @@ static float beta_at(const fhd__config *c, uint64_t u) {
 /* Draw the batch of update `u` into the g_* buffers. */
 static float sample_batch(fhd__backend *b, uint64_t u) {
     const fhd__config *c = &b->cfg;
-    const uint32_t B = b->B, S = b->lo.S, D = b->lo.D;
+    const uint32_t B = b->B, D = b->lo.D;
+    const size_t ob = (size_t)b->ob;
     for (uint32_t j = 0; j < B; j++) {
         fhd__u32x4 r = fhd__rng_draw(c->seed, FHD_RNG_STREAM_SAMPLE, u, j);
         b->rand64[j] = ((uint64_t)r.v[0] << 32) | r.v[1];
@@ -458,14 +308,20 @@ static float sample_batch(fhd__backend *b, uint64_t u) {
         }
     } else {
         for (uint32_t j = 0; j < B; j++) {
-            b->idx[j] = (uint32_t)fhd__rng_below64(b->rand64[j], b->size);
+            const uint64_t r = fhd__rng_below64(b->rand64[j], b->size);
+            b->idx[j] = (uint32_t)(b->frames ? fhd__cpu_frames_slot(b, r) : r);
             b->g_w[j] = 1.0f;
         }
     }
     for (uint32_t j = 0; j < B; j++) {
         const uint64_t s = b->idx[j];
-        memcpy(b->g_obs + (size_t)j * S, b->r_obs + s * S, sizeof(float) * S);
-        memcpy(b->g_next + (size_t)j * S, b->r_next + s * S, sizeof(float) * S);
+        if (b->frames) {
+            fhd__cpu_frames_obs(b, s, 0, b->g_obs + (size_t)j * ob);
+            fhd__cpu_frames_obs(b, s, 1, b->g_next + (size_t)j * ob);
+        } else {
+            memcpy(b->g_obs + (size_t)j * ob, b->r_obs + s * ob, ob);
+            memcpy(b->g_next + (size_t)j * ob, b->r_next + s * ob, ob);
+        }
         memcpy(b->g_act + (size_t)j * D, b->r_act + s * D, sizeof(int32_t) * D);
         b->g_ret[j] = b->r_ret[s];
         b->g_disc[j] = b->r_disc[s];
@@ -480,9 +336,19 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
     fpmode fm = fpmode_enter();
     for (uint32_t k = 0; k < num_updates; k++) {
         float beta = sample_batch(b, b->updates);
-        fhd__host_batch hb = {b->B,  b->g_obs, b->g_act, b->g_ret, b->g_next,
-                              b->g_disc, b->g_w, NULL, NULL};
-        if (update(b, &hb, stats, beta) != FHD_OK) {
+        const int u8 = c->obs_dtype == FHD_OBS_UINT8;
+        fhd__host_batch hb = {b->B,
+                              u8 ? NULL : (const float *)(void *)b->g_obs,
+                              b->g_act,
+                              b->g_ret,
+                              u8 ? NULL : (const float *)(void *)b->g_next,
+                              b->g_disc,
+                              b->g_w,
+                              NULL,
+                              NULL,
+                              u8 ? b->g_obs : NULL,
+                              u8 ? b->g_next : NULL};
+        if (fhd__cpu_update(b, &hb, stats, beta) != FHD_OK) {
             fpmode_leave(fm);
             return FHD_ERR_DIVERGED;
         }
@@ -507,7 +373,7 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
 
 static int32_t cpu_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
     fpmode fm = fpmode_enter();
-    int32_t rc = update(b, hb, st, 0.0f);
+    int32_t rc = fhd__cpu_update(b, hb, st, 0.0f);
     fpmode_leave(fm);
     return rc;
 }
@@ -525,8 +391,20 @@ static int32_t state_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t co
     case FHD_STATE_ADAM_M: base = b->adam_m; n = b->P; break;
     case FHD_STATE_ADAM_V: base = b->adam_v; n = b->P; break;
     case FHD_STATE_SN: base = b->sn; n = 2 * b->lo.sn_size; break;
-    case FHD_STATE_REPLAY_OBS: base = b->r_obs; n = N * b->lo.S; break;
-    case FHD_STATE_REPLAY_NEXT_OBS: base = b->r_next; n = N * b->lo.S; break;
+    case FHD_STATE_REPLAY_OBS:
+    case FHD_STATE_REPLAY_NEXT_OBS:
+    case FHD_STATE_REPLAY_OBS_U8:
+    case FHD_STATE_REPLAY_NEXT_OBS_U8:
+        if (b->frames)
+            return fail(b, FHD_ERR_NOT_FOUND, "the replay stores frames (image observations)");
+        if ((b->cfg.obs_dtype == FHD_OBS_UINT8) !=
+            (kind == FHD_STATE_REPLAY_OBS_U8 || kind == FHD_STATE_REPLAY_NEXT_OBS_U8))
+            return fail(b, FHD_ERR_NOT_FOUND,
+                                 "the replay stores observations of the other dtype");
+        base = (kind == FHD_STATE_REPLAY_OBS || kind == FHD_STATE_REPLAY_OBS_U8) ? b->r_obs
+                                                                                 : b->r_next;
+        n = N * b->lo.S;
+        break;
     case FHD_STATE_REPLAY_ACTIONS: base = b->r_act; n = N * b->lo.D; break;
     case FHD_STATE_REPLAY_RETURNS: base = b->r_ret; n = N; break;
     case FHD_STATE_REPLAY_DISC: base = b->r_disc; n = N; break;
@@ -538,6 +416,16 @@ static int32_t state_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t co
         break;
     case FHD_STATE_LAST_INDICES: base = b->idx; n = b->B; break;
     case FHD_STATE_LAST_WEIGHTS: base = b->g_w; n = b->B; break;
+    case FHD_STATE_FRAMES:
+    case FHD_STATE_FRAMES_U8:
+    case FHD_STATE_FRAME_REFS:
+    case FHD_STATE_REPLAY_OBS_ID:
+    case FHD_STATE_REPLAY_NEXT_ID:
+    case FHD_STATE_FRAME_COUNTERS:
+        base = b->frames ? fhd__cpu_frames_state(b, kind, &n) : NULL;
+        if (!base)
+            return fail(b, FHD_ERR_NOT_FOUND, "no frame replay of this kind and dtype");
+        break;
     default: return fail(b, FHD_ERR_NOT_FOUND, "unknown state kind");
     }
     if (writing && (kind == FHD_STATE_LAST_INDICES || kind == FHD_STATE_LAST_WEIGHTS))
@@ -566,6 +454,8 @@ static int32_t cpu_write(fhd__backend *b, int kind, uint64_t offset, uint64_t co
     b->eval_sn_fresh = 0;
     if (kind == FHD_STATE_REPLAY_PRIORITY)
         fhd__sumtree_rebuild(&b->tree);
+    if (kind == FHD_STATE_FRAME_COUNTERS)
+        fhd__cpu_frames_sync(b);
     return FHD_OK;
 }
 
@@ -584,6 +474,12 @@ static int32_t cpu_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) 
     b->pos = in->replay_pos;
     b->size = in->replay_size;
     b->max_q = in->max_priority_q;
+    if (b->frames && in->replay_size == 0) { /* an empty replay: no frames either */
+        memset(b->fc, 0, sizeof b->fc);
+        for (uint64_t i = 0; i < b->M; i++)
+            b->f_ref[i] = FHD_FRAME_NONE;
+        b->pos = 0;
+    }
     return FHD_OK;
 }
 
@@ -593,6 +489,13 @@ static int32_t cpu_latest_stats(fhd__backend *b, fhd__update_stats *out) {
 }
 
 static int32_t cpu_check_invariants(fhd__backend *b, char *msg, size_t cap) {
+    if (b->frames) {
+        if (b->cfg.replay == FHD_REPLAY_PRIORITIZED && fhd__sumtree_check(&b->tree) != 0) {
+            snprintf(msg, cap, "sum tree: an internal node differs from the sum of its children");
+            return FHD_ERR_INTERNAL;
+        }
+        return fhd__cpu_frames_check(b, msg, cap);
+    }
     if (b->pos >= b->capacity || b->size > b->capacity ||
         (b->size < b->capacity && b->pos != b->size)) {
         snprintf(msg, cap, "ring: pos %llu size %llu capacity %u", (unsigned long long)b->pos,
@@ -636,4 +539,8 @@ const fhd__backend_ops fhd__cpu_backend_ops = {
     cpu_check_invariants,
     NULL, /* finish: the CPU backend is synchronous */
     NULL, /* describe: nothing to add to the metrics */
+    cpu_q_values_u8,
+    cpu_replay_add_u8,
+    fhd__cpu_frame_add,
+    fhd__cpu_replay_add_ids,
 };

@@ -9,13 +9,22 @@ typedef struct cpu_need {
     double net;    /* parameters (online, target), gradient and its spare, Adam m and v: 6P */
     double sn;     /* spectral norm: u, v (both nets, and the saved online ones), W_sn */
     double batch;  /* activations and scratch of one update: B rows of every layer width */
-    double replay; /* ring (N (2S + D + 2)) and sum tree (2 leaves uint64) */
+    double replay; /* observations (two a slot, or each frame once), actions, returns,
+                    * discounts, and the sum tree (2 leaves uint64) */
 } cpu_need;
 
 static cpu_need cpu_bytes(const fhd__config *cfg, const fhd__layout *lo) {
     const double B = cfg->batch_size, S = lo->S, D = lo->D, KT = lo->KT, W = lo->max_width;
     const double P = (double)lo->num_params, N = cfg->replay_capacity;
-    double wsn = 0, act = 0;
+    const double ob = (double)fhd__config_obs_bytes(cfg); /* bytes of one observation row */
+    double wsn = 0, act = 0, sn_tmp = W;
+    for (uint32_t c = 0; c < lo->NC; c++) {
+        const fhd__conv_layer *cv = &lo->conv[c];
+        if (cv->sn)
+            wsn += (double)cv->cout * cv->ckk;
+        sn_tmp = cv->ckk > sn_tmp ? cv->ckk : sn_tmp;
+        act += 2 * B * cv->cout * cv->hw; /* online(s) and online(s') */
+    }
     for (uint32_t l = 0; l <= lo->L; l++) {
         if (l < lo->L && lo->layers[l].sn)
             wsn += (double)lo->layers[l].out * lo->layers[l].in;
@@ -24,12 +33,23 @@ static cpu_need cpu_bytes(const fhd__config *cfg, const fhd__layout *lo) {
     cpu_need n;
     n.net = 4.0 * 6 * P;
     n.sn = 4.0 * (3 * (double)lo->sn_size + 2 * wsn);
-    n.batch = 4.0 * (act + 4 * B * W + 5 * B * KT + B + B * D + W + 2 * B * S + 3 * B + B * D + B) +
-              8.0 * 2 * B;
+    /* ping-pongs, Q buffers, y, td, sn scratch, conv ping-pongs and im2col, float inputs,
+     * the gathered batch (2B rows of ob bytes), returns/discounts/weights, indices, priorities */
+    n.batch = 4.0 * (act + 4 * B * W + 5 * B * KT + B + B * D + sn_tmp) +
+              (lo->NC ? 4.0 * (4 * B * lo->conv_max_act + 2.0 * lo->conv_max_col) : 0.0) +
+              (lo->NC == 0 && (cfg->obs_dtype == FHD_OBS_UINT8 || fhd__config_obs_scale(cfg) != 1.0f)
+                   ? 4.0 * 3 * B * S
+                   : 0.0) +
+              2 * B * ob + 4.0 * (3 * B + B * D + B) + 8.0 * 2 * B;
     double leaves = 1;
     while (leaves < N)
         leaves *= 2;
-    n.replay = 4.0 * N * (2 * S + D + 2) +
+    /* observations: each frame once (image observations) or obs and next_obs per slot */
+    const double fk = cfg->frame_stack ? cfg->frame_stack : 1;
+    const double obs = cfg->num_obs_shape
+                           ? (double)fhd__config_frame_capacity(cfg) * (ob / fk + 8) + 2 * N * fk * 8
+                           : 2 * N * ob;
+    n.replay = obs + 4.0 * N * (D + 2) +
                (cfg->replay == FHD_REPLAY_PRIORITIZED ? 8.0 * 2 * leaves : 0.0);
     return n;
 }
@@ -59,8 +79,11 @@ void fhd__cpu_oom_message(const fhd__config *cfg, const fhd__layout *lo, char *m
              "net on s and s')",
              human(v[0], t[0], sizeof t[0]), cfg->batch_size, wmax);
     snprintf(what[1], sizeof what[1],
-             "replay %s (replay_capacity %u x (2 x obs_dim %u + %u actions + 2) x 4 bytes%s)",
-             human(v[1], t[1], sizeof t[1]), cfg->replay_capacity, lo->S, lo->D,
+             "replay %s (replay_capacity %u transitions of %s observations of %llu bytes, %u "
+             "actions%s)",
+             human(v[1], t[1], sizeof t[1]), cfg->replay_capacity,
+             cfg->num_obs_shape ? "frame-once" : "2", (unsigned long long)fhd__config_obs_bytes(cfg),
+             lo->D,
              cfg->replay == FHD_REPLAY_PRIORITIZED ? ", sum tree" : "");
     snprintf(what[2], sizeof what[2],
              "parameters, gradients and Adam %s (%llu parameters x 6 x 4 bytes)",

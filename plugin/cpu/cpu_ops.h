@@ -77,6 +77,18 @@ typedef struct fhd__adam_params {
 void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, uint64_t t,
                     const fhd__adam_params *ap);
 
+/* Convolution layer cv (layout.h) on n samples (cpu_conv.c), ReLU after it.
+ * x: n input samples (cin, hin, win), float or (x_u8) uint8, multiplied by scale as read.
+ * y (n, cout, hw) = relu(conv(x) + b); W (cout, cin, k, k), b (cout). col: ckk hw floats. */
+void fhd__conv_forward(float *y, const void *x, int x_u8, float scale, const float *W,
+                       const float *b, const fhd__conv_layer *cv, uint32_t n, float *col);
+/* Backward of the convolution (before its ReLU: apply relu_backward to dy first, giving dz).
+ * dW (cout, ckk) and db (cout) are overwritten with sums over the n samples; dx (n, cin, hin,
+ * win) too, skipped when NULL. col, dcol: ckk hw floats each. */
+void fhd__conv_backward(float *dx, float *dW, float *db, const float *dz, const void *x,
+                        int x_u8, float scale, const float *W, const fhd__conv_layer *cv,
+                        uint32_t n, float *col, float *dcol);
+
 /* Target update: tgt = tau * src + (1 - tau) * tgt (tau == 1 copies). */
 void fhd__polyak(float *tgt, const float *src, uint64_t n, float tau);
 

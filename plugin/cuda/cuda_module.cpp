@@ -567,6 +567,10 @@ static const fhd__backend_ops cuda_ops = {
     op_check_invariants,
     op_finish,
     op_describe,
+    nullptr, /* q_values_u8: float32 observations only (pixels are cpu-only for now) */
+    nullptr, /* replay_add_u8 */
+    nullptr, /* frame_add: no image observations yet */
+    nullptr, /* replay_add_ids */
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *

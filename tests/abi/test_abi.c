@@ -1,6 +1,7 @@
 /* test_abi.c - version negotiation, struct_size rules, status table, NULL safety, backend
  * selection and the embedded manifest, all through dlopen as a host sees them.
  * usage: test_abi LIBRARY MANIFEST_JSON */
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -132,7 +133,7 @@ static void test_struct_size(const fhd_api_v1 *api) {
         int32_t a1 = i % 2;
         float r = 1.0f;
         uint8_t t = 0, tr = 0;
-        fhd_transitions tx = {sizeof tx, 1, obs, &a1, &r, obs, &t, &tr};
+        fhd_transitions tx = {sizeof tx, 1, obs, &a1, &r, obs, &t, &tr, NULL, NULL, NULL};
         CHECK(api->observe(L, &tx) == FHD_OK, "observe: %s", api->last_error(L));
     }
     fhd_train_stats st;
@@ -204,6 +205,87 @@ static void test_metrics_size_query(const fhd_api_v1 *api) {
     api->destroy(L);
 }
 
+/* What a minor-1 host does before it uses uint8 observations: 1 when the table has obs_info
+ * (then the library reads the minor-1 fields), else 0 and `why` says what is missing. */
+static int host_can_use_minor1(const fhd_api_v1 *api, char *why, size_t cap) {
+    if (FHD_API_HAS(api, obs_info))
+        return 1;
+    snprintf(why, cap, "the library provides ABI 1.%u (table of %u bytes): uint8 observations "
+                       "need 1.1 (obs_info)", api->abi_minor, api->struct_size);
+    return 0;
+}
+
+/* A minor-1 host against a minor-0 table, and the library against minor-0-sized structs. */
+static void test_minor1_against_minor0(const fhd_api_v1 *api) {
+    char why[160] = "";
+    fhd_api_v1 old;
+    memset(&old, 0, sizeof old);
+    memcpy(&old, api, FHD_API_V1_SIZE_MINOR_0); /* what a 1.0 library hands out */
+    old.struct_size = FHD_API_V1_SIZE_MINOR_0;
+    old.abi_minor = 0;
+    CHECK(host_can_use_minor1(api, why, sizeof why) == 1, "this library has obs_info");
+    CHECK(host_can_use_minor1(&old, why, sizeof why) == 0 && strstr(why, "ABI 1.0") &&
+              strstr(why, "obs_info"),
+          "refused cleanly against a minor-0 table: %s", why);
+    CHECK(FHD_API_HAS(&old, tensor_write) && !FHD_API_HAS(&old, obs_info),
+          "FHD_API_HAS stops at the table's struct_size");
+
+    fhd_learner *L = fhd_test_create(
+        api, "{\"obs_shape\": [2, 3, 3], \"obs_dtype\": \"uint8\", \"actions\": [3], "
+             "\"hidden\": [4], \"batch_size\": 2, \"replay_capacity\": 8}");
+    fhd_obs_info info = FHD_OBS_INFO_INIT;
+    CHECK(api->obs_info(L, &info) == FHD_OK && info.dtype == FHD_OBS_DTYPE_UINT8 &&
+              info.rank == 3 && info.shape[0] == 2 && info.shape[1] == 3 && info.shape[2] == 3 &&
+              info.size == 18 && info.frame_stack == 1 && fabsf(info.scale - 1.0f / 255) < 1e-9f,
+          "obs_info: dtype %u rank %u size %u scale %g", info.dtype, info.rank, info.size,
+          (double)info.scale);
+    uint8_t px[18];
+    int32_t act[1];
+    float q[3];
+    for (int i = 0; i < 18; i++)
+        px[i] = (uint8_t)(14 * i);
+    fhd_act_args a = FHD_ACT_ARGS_INIT;
+    a.num_obs = 1;
+    a.obs_u8 = px;
+    a.actions = act;
+    a.q_values = q;
+    CHECK(api->act(L, &a) == FHD_OK && act[0] >= 0 && act[0] < 3, "uint8 act: %s",
+          api->last_error(L));
+    CHECK(act[0] == (q[1] > q[0] ? (q[2] > q[1] ? 2 : 1) : (q[2] > q[0] ? 2 : 0)),
+          "greedy action matches its Q-values");
+    /* a struct_size of minor 0 hides obs_u8: the library sees no observations */
+    a.struct_size = FHD_ACT_ARGS_SIZE_V1_0;
+    CHECK(api->act(L, &a) == FHD_ERR_NULL_POINTER && strstr(api->last_error(L), "obs_u8"),
+          "minor-0 struct_size: obs_u8 unread: %s", api->last_error(L));
+    /* and both pointers at once are refused, naming both */
+    float f[18] = {0};
+    a.struct_size = sizeof a;
+    a.obs = f;
+    CHECK(api->act(L, &a) == FHD_ERR_INVALID_ARGUMENT && strstr(api->last_error(L), "`obs`") &&
+              strstr(api->last_error(L), "`obs_u8`"),
+          "both pointers: %s", api->last_error(L));
+    api->destroy(L);
+
+    /* pixels are CPU-only for now: "cuda" refuses them before any module is asked, "auto"
+     * takes the CPU and says why in metrics */
+    const char *cu = "{\"obs_shape\": [2, 3, 3], \"obs_dtype\": \"uint8\", \"actions\": [3], "
+                     "\"backend\": \"cuda\"}";
+    fhd_error err = FHD_ERROR_INIT;
+    L = NULL;
+    CHECK(api->init(cu, strlen(cu), &L, &err) == FHD_ERR_BACKEND_UNAVAILABLE && L == NULL &&
+              strcmp(err.path, "$.obs_dtype") == 0 && strstr(err.message, "cpu backend only"),
+          "cuda + uint8: %s %s", err.path, err.message);
+    const char *au = "{\"obs_shape\": [2, 3, 3], \"obs_dtype\": \"uint8\", \"actions\": [3], "
+                     "\"backend\": \"auto\"}";
+    L = fhd_test_create(api, au);
+    char m[8192];
+    size_t need = 0;
+    CHECK(api->metrics(L, m, sizeof m, &need) == FHD_OK && strstr(m, "\"backend\":\"cpu\"") &&
+              strstr(m, "uint8 observations") && strstr(m, "cpu-only"),
+          "auto + uint8 falls back to cpu and says so: %.300s", m);
+    api->destroy(L);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
         printf("usage: test_abi LIBRARY MANIFEST\n");
@@ -217,6 +299,7 @@ int main(int argc, char **argv) {
     test_struct_size(api);
     test_backends(api);
     test_metrics_size_query(api);
+    test_minor1_against_minor0(api);
     char *file = read_all(argv[2]);
     CHECK(file && strcmp(file, api->manifest()) == 0, "embedded manifest == %s", argv[2]);
     CHECK(api->manifest() == api->manifest(), "static lifetime");

@@ -37,7 +37,7 @@ static void export_one(const char *outdir, const char *name, const char *cfg, ui
             for (uint32_t d = 0; d < D; d++)
                 act[e * D + d] = (int32_t)((frand() + 1.0f) * 0.5f * (float)K[d]) % (int32_t)K[d];
         }
-        fhd_transitions t = {sizeof(fhd_transitions), E, obs, act, rew, next, term, trunc};
+        fhd_transitions t = {sizeof(fhd_transitions), E, obs, act, rew, next, term, trunc, NULL, NULL, NULL};
         CHECK(api->observe(L, &t) == FHD_OK, "%s: observe: %s", name, api->last_error(L));
     }
     CHECK(api->train(L, 150, NULL) == FHD_OK, "%s: train: %s", name, api->last_error(L));

@@ -201,7 +201,7 @@ static void feed(fhd_learner *L, int steps, int32_t expect) {
             term[e] = (s + e) % 9 == 8;
             trunc[e] = !term[e] && (s + e) % 13 == 12;
         }
-        fhd_transitions t = {sizeof t, E_, obs, act, rew, next, term, trunc};
+        fhd_transitions t = {sizeof t, E_, obs, act, rew, next, term, trunc, NULL, NULL, NULL};
         int32_t rc = api->observe(L, &t);
         FUZZ_REQUIRE(rc == expect, "observe: %s", api->last_error(L));
     }

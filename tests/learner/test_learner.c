@@ -189,7 +189,7 @@ static void test_bad_input(void) {
     expect_rejected(api->act(gL, NULL), FHD_ERR_NULL_POINTER, "args", "act NULL args");
 
     /* observe */
-    fhd_transitions t = {sizeof t, 2, obs, act, rew, obs, zero, zero};
+    fhd_transitions t = {sizeof t, 2, obs, act, rew, obs, zero, zero, NULL, NULL, NULL};
     fhd_transitions u = t;
     u.num_envs = 3;
     expect_rejected(api->observe(gL, &u), FHD_ERR_SIZE_MISMATCH, "num_envs", "observe N");
@@ -231,7 +231,7 @@ static void test_bad_input(void) {
         bdisc[i] = 0.9f;
         bw[i] = 1.0f;
     }
-    fhd_batch b = {sizeof b, 16, bobs, bact, brew, bobs, bterm, bdisc, bw, NULL, NULL};
+    fhd_batch b = {sizeof b, 16, bobs, bact, brew, bobs, bterm, bdisc, bw, NULL, NULL, NULL, NULL};
     fhd_batch c = b;
     c.batch_size = 8;
     expect_rejected(api->train_batch(gL, &c, NULL), FHD_ERR_SIZE_MISMATCH, "batch_size",
@@ -254,8 +254,7 @@ static void test_bad_input(void) {
                     "batch reward NaN");
     brew[2] = 0;
     c.next_obs = NULL;
-    expect_rejected(api->train_batch(gL, &c, NULL), FHD_ERR_NULL_POINTER, "next_obs",
-                    "batch NULL");
+    expect_rejected(api->train_batch(gL, &c, NULL), FHD_ERR_NULL_POINTER, "next_obs", "batch NULL");
 
     /* step */
     fhd_step_args s = FHD_STEP_ARGS_INIT;
@@ -290,10 +289,10 @@ static void test_bad_input(void) {
     for (int i = 0; i < 16; i++)
         w16[i] = 0.0f;
     w16[3] = NAN;
-    expect_rejected(api->tensor_write(gL, "online.torso.0.bias", w16, 16), FHD_ERR_NONFINITE,
-                    "NaN", "tensor write NaN");
-    expect_rejected(api->tensor_write(gL, "grad.torso.0.bias", w16, 16),
-                    FHD_ERR_INVALID_ARGUMENT, "not writable", "tensor write grad");
+    expect_rejected(api->tensor_write(gL, "online.torso.0.bias", w16, 16), FHD_ERR_NONFINITE, "NaN",
+                    "tensor write NaN");
+    expect_rejected(api->tensor_write(gL, "grad.torso.0.bias", w16, 16), FHD_ERR_INVALID_ARGUMENT,
+                    "not writable", "tensor write grad");
     expect_rejected(api->metrics(gL, NULL, 0, NULL), FHD_ERR_NULL_POINTER, "needed",
                     "metrics NULL");
     /* a fresh learner refuses to train and to take rewards before a first step */
@@ -333,6 +332,131 @@ static void test_act_semantics(void) {
     api->destroy(L);
 }
 
+/* A uint8 learner computes what a float learner computes on obs * (1/255) (obs_scale's default),
+ * through act, train_batch and a checkpoint with its (uint8) replay. */
+static void test_uint8_obs(void) {
+    const char *c8 = "{\"obs_shape\": [1, 2, 3], \"obs_dtype\": \"uint8\", \"actions\": [2, 3], "
+                     "\"hidden\": [16], \"batch_size\": 4, \"replay_capacity\": 32, \"seed\": 3, "
+                     "\"double_dqn\": true, \"dueling\": true}";
+    /* the same with a convolution: rank-4 tensors through the checkpoint's save and load */
+    const char *cc = "{\"obs_shape\": [1, 2, 3], \"obs_dtype\": \"uint8\", \"actions\": [2, 3], "
+                     "\"conv\": [{\"out\": 3, \"kernel\": 2, \"stride\": 1, \"padding\": 1}], "
+                     "\"hidden\": [16], \"batch_size\": 4, \"replay_capacity\": 32, \"seed\": 3, "
+                     "\"double_dqn\": true, \"dueling\": true, \"spectral_norm\": \"all\"}";
+    const char *cf =
+        "{\"obs_dim\": 6, \"actions\": [2, 3], \"hidden\": [16], \"batch_size\": 4, "
+        "\"replay_capacity\": 32, \"seed\": 3, \"double_dqn\": true, \"dueling\": true}";
+    fhd_learner *L8 = fhd_test_create(api, c8), *LF = fhd_test_create(api, cf);
+    uint8_t px[5 * 6]; /* rows 0-3: obs, rows 1-4: next_obs */
+    float fx[5 * 6], q8[4 * 5], qf[4 * 5];
+    int32_t a8[8], af[8], acts[8] = {0, 1, 1, 2, 0, 0, 1, 1};
+    float rew[4] = {1, 0, -1, 0.5f};
+    uint8_t term[4] = {0, 0, 1, 0};
+    for (int i = 0; i < 30; i++) {
+        px[i] = (uint8_t)((i * 37 + 11) % 256);
+        fx[i] = (1.0f / 255.0f) * (float)px[i]; /* the library's conversion, exactly */
+    }
+    for (int round = 0; round < 3; round++) {
+        fhd_act_args a = FHD_ACT_ARGS_INIT;
+        a.num_obs = 4;
+        a.obs_u8 = px;
+        a.actions = a8;
+        a.q_values = q8;
+        CHECK(api->act(L8, &a) == FHD_OK, "u8 act: %s", api->last_error(L8));
+        a.obs_u8 = NULL;
+        a.obs = fx;
+        a.actions = af;
+        a.q_values = qf;
+        CHECK(api->act(LF, &a) == FHD_OK, "float act: %s", api->last_error(LF));
+        float worst = 0;
+        for (int i = 0; i < 20; i++)
+            worst = fmaxf(worst, fabsf(q8[i] - qf[i]));
+        /* bitwise before training; after it the GEMMs read inputs from other buffers (other
+         * alignment, other OpenBLAS edge paths): rounding-level differences only */
+        CHECK(round == 0 ? worst == 0.0f : worst < 2e-6f,
+              "round %d: uint8 and float Q agree (max diff %g)", round, (double)worst);
+        fhd_batch b = FHD_BATCH_INIT;
+        b.batch_size = 4;
+        b.obs_u8 = px;
+        b.next_obs_u8 = px + 6;
+        b.actions = acts;
+        b.rewards = rew;
+        b.terminated = term;
+        CHECK(api->train_batch(L8, &b, NULL) == FHD_OK, "u8 train_batch: %s", api->last_error(L8));
+        b.obs_u8 = b.next_obs_u8 = NULL;
+        b.obs = fx;
+        b.next_obs = fx + 6;
+        CHECK(api->train_batch(LF, &b, NULL) == FHD_OK, "train_batch: %s", api->last_error(LF));
+    }
+    /* the other dtype is refused, naming both pointers */
+    fhd_batch b = FHD_BATCH_INIT;
+    b.batch_size = 4;
+    b.obs = fx;
+    b.next_obs = fx;
+    b.actions = acts;
+    b.rewards = rew;
+    b.terminated = term;
+    CHECK(api->train_batch(L8, &b, NULL) == FHD_ERR_INVALID_ARGUMENT &&
+              strstr(api->last_error(L8), "obs_u8") && strstr(api->last_error(L8), "float32"),
+          "float batch to a uint8 learner: %s", api->last_error(L8));
+    b.obs = NULL;
+    b.obs_u8 = px;
+    b.next_obs = NULL;
+    b.next_obs_u8 = px;
+    CHECK(api->train_batch(LF, &b, NULL) == FHD_ERR_INVALID_ARGUMENT &&
+              strstr(api->last_error(LF), "obs_u8") && strstr(api->last_error(LF), "float32"),
+          "uint8 batch to a float learner: %s", api->last_error(LF));
+    /* a checkpoint with the uint8 replay resumes exactly */
+    fhd_transitions t = FHD_TRANSITIONS_INIT;
+    t.num_envs = 1;
+    t.actions = acts;
+    t.rewards = rew;
+    t.terminated = term;
+    t.truncated = term + 1;
+    for (int k = 0; k < 6; k++) {
+        t.obs_u8 = px + 6 * (k % 3);
+        t.next_obs_u8 = px + 6 * (k % 3 + 1);
+        CHECK(api->observe(L8, &t) == FHD_OK, "u8 observe: %s", api->last_error(L8));
+    }
+    const char *path = "test_learner_u8.safetensors";
+    fhd_learner *LC = fhd_test_create(api, cc);
+    fhd_tensor_info ti = FHD_TENSOR_INFO_INIT;
+    CHECK(api->tensor_info(LC, 0, &ti) == FHD_OK &&
+              strcmp(ti.name, "online.torso.conv0.weight") == 0 && ti.rank == 4 &&
+              ti.shape[0] == 3 && ti.shape[1] == 1 && ti.shape[2] == 2 && ti.shape[3] == 2 &&
+              ti.count == 12,
+          "conv weight tensor %s rank %u (%llu, %llu, %llu, %llu)", ti.name, ti.rank,
+          (unsigned long long)ti.shape[0], (unsigned long long)ti.shape[1],
+          (unsigned long long)ti.shape[2], (unsigned long long)ti.shape[3]);
+    for (int k = 0; k < 6; k++) {
+        t.obs_u8 = px + 6 * (k % 3);
+        t.next_obs_u8 = px + 6 * (k % 3 + 1);
+        CHECK(api->observe(LC, &t) == FHD_OK, "conv observe: %s", api->last_error(LC));
+    }
+    fhd_learner *learners[2] = {L8, LC};
+    const char *configs[2] = {c8, cc};
+    for (int w = 0; w < 2; w++) {
+        fhd_learner *S = learners[w];
+        CHECK(api->train(S, 2, NULL) == FHD_OK, "train before saving: %s", api->last_error(S));
+        CHECK(api->checkpoint_save(S, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "save: %s",
+              api->last_error(S));
+        fhd_learner *R = fhd_test_create(api, configs[w]);
+        CHECK(api->checkpoint_load(R, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "load: %s",
+              api->last_error(R));
+        fhd_train_stats s1 = FHD_TRAIN_STATS_INIT, s2 = FHD_TRAIN_STATS_INIT;
+        CHECK(api->train(S, 3, &s1) == FHD_OK && api->train(R, 3, &s2) == FHD_OK, "train: %s",
+              api->last_error(R));
+        CHECK(s1.loss == s2.loss && s1.update_index == s2.update_index && s1.loss > 0.0f,
+              "resumed %s learner trains bitwise alike (loss %g, %g)", w ? "conv" : "uint8",
+              (double)s1.loss, (double)s2.loss);
+        remove(path);
+        api->destroy(R);
+    }
+    api->destroy(LC);
+    api->destroy(L8);
+    api->destroy(LF);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         printf("usage: test_learner LIBRARY\n");
@@ -342,5 +466,6 @@ int main(int argc, char **argv) {
     test_determinism();
     test_bad_input();
     test_act_semantics();
+    test_uint8_obs();
     return fhd_test_finish();
 }

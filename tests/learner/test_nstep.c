@@ -12,6 +12,137 @@ typedef struct {
     int next_id;    /* obs id of the bootstrap state */
 } expect_t;
 
+/* ABI 1.1: uint8 observations and the per-env valid mask. An invalid env's transition is not
+ * stored and its n-step stream does not advance; its other inputs are not read. */
+static void test_valid_mask_u8(void) {
+    const char *cfg = "{\"obs_shape\": [1, 1, 2], \"obs_dtype\": \"uint8\", \"actions\": [3], "
+                      "\"hidden\": [4], \"batch_size\": 2, \"replay_capacity\": 16, "
+                      "\"num_envs\": 2, \"n_step\": 2, \"gamma\": 0.5}";
+    fhd_learner *L = NULL;
+    fhd_error err = FHD_ERROR_INIT;
+    if (fhd__learner_init(cfg, strlen(cfg), &L, &err) != FHD_OK) {
+        printf("FAIL init: %s\n", err.message);
+        fhd_t_fail++;
+        return;
+    }
+    const float r0[3] = {1, 2, 3}, r1[3] = {10, NAN, 30};
+    for (int t = 0; t < 3; t++) {
+        uint8_t obs[4] = {(uint8_t)t, 7, (uint8_t)(100 + t), 7};
+        uint8_t next[4] = {(uint8_t)(t + 1), 7, (uint8_t)(101 + t), 7};
+        int32_t act[2] = {t, t == 1 ? 99 : 1}; /* env 1's action at t = 1 is out of range */
+        float rew[2] = {r0[t], r1[t]};
+        uint8_t term[2] = {0, t == 1 ? 5 : 0}, trunc[2] = {0, 0}, valid[2] = {1, t != 1};
+        fhd_transitions tr = FHD_TRANSITIONS_INIT;
+        tr.num_envs = 2;
+        tr.obs_u8 = obs;
+        tr.actions = act;
+        tr.rewards = rew;
+        tr.next_obs_u8 = next;
+        tr.terminated = term;
+        tr.truncated = trunc;
+        tr.valid = valid;
+        CHECK(fhd__learner_observe(L, &tr) == FHD_OK, "u8 observe t=%d: %s", t, L->err);
+    }
+    /* env 0: (0 -> 2, R 1 + 0.5 * 2), (1 -> 3, R 2 + 0.5 * 3); env 1 skipped t = 1:
+     * (100 -> 103, R 10 + 0.5 * 30) */
+    const int start[3] = {0, 1, 100}, nexts[3] = {2, 3, 103};
+    const float ret[3] = {2.0f, 3.5f, 25.0f};
+    fhd__backend_scalars sc;
+    uint8_t ro[32], rn[32], fr[2 * 64];
+    uint64_t oid[16], nid[16], fcnt[3];
+    float rr[16], rd[16];
+    L->ops->get_scalars(L->be, &sc);
+    CHECK(sc.replay_size == 3, "u8 replay holds %llu, expected 3", (unsigned long long)sc.replay_size);
+    /* image observations: a frame replay; rebuild each slot's rows from the frame ids */
+    const uint64_t M = fhd__config_frame_capacity(&L->cfg);
+    CHECK(M <= 64 && L->ops->read(L->be, FHD_STATE_FRAMES_U8, 0, 2 * M, fr) == FHD_OK &&
+              L->ops->read(L->be, FHD_STATE_REPLAY_OBS_ID, 0, 16, oid) == FHD_OK &&
+              L->ops->read(L->be, FHD_STATE_REPLAY_NEXT_ID, 0, 16, nid) == FHD_OK &&
+              L->ops->read(L->be, FHD_STATE_FRAME_COUNTERS, 0, 3, fcnt) == FHD_OK,
+          "u8 frame replay reads");
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            ro[2 * i + j] = fr[2 * (oid[i] % M) + (uint64_t)j];
+            rn[2 * i + j] = fr[2 * (nid[i] % M) + (uint64_t)j];
+        }
+    /* frames: env 0 adds obs 0 and next 1, 2, 3 (each next is its following obs: reused);
+     * env 1 adds 100 and 101 at t = 0, skips t = 1, then 102 (not its last next, 101: a new
+     * frame) and 103: 8 frames for 6 env steps */
+    CHECK(fcnt[1] == 3 && fcnt[2] == 0, "transitions %llu, first live %llu",
+          (unsigned long long)fcnt[1], (unsigned long long)fcnt[2]);
+    CHECK(fcnt[0] == 8, "frames added %llu, expected 8", (unsigned long long)fcnt[0]);
+    CHECK(L->ops->read(L->be, FHD_STATE_REPLAY_OBS_U8, 0, 32, ro + 16) == FHD_ERR_NOT_FOUND,
+          "a frame replay has no obs rows per slot");
+    L->ops->read(L->be, FHD_STATE_REPLAY_RETURNS, 0, 16, rr);
+    L->ops->read(L->be, FHD_STATE_REPLAY_DISC, 0, 16, rd);
+    for (int i = 0; i < 3; i++) {
+        CHECK(ro[2 * i] == start[i] && ro[2 * i + 1] == 7, "u8 slot %d: start %u", i, ro[2 * i]);
+        CHECK(rn[2 * i] == nexts[i], "u8 slot %d: next %u, want %d", i, rn[2 * i], nexts[i]);
+        CHECK(fabsf(rr[i] - ret[i]) < 1e-6f && rd[i] == 0.25f, "u8 slot %d: R %g disc %g", i,
+              rr[i], rd[i]);
+    }
+    CHECK(L->env_steps == 5, "env_steps %llu counts valid envs only",
+          (unsigned long long)L->env_steps);
+    /* float observations to a uint8 learner: refused, naming both, nothing stored */
+    float fobs[4] = {0};
+    int32_t act[2] = {0, 0};
+    float rew[2] = {0, 0};
+    uint8_t z[2] = {0, 0};
+    fhd_transitions bad = {sizeof bad, 2, fobs, act, rew, fobs, z, z, NULL, NULL, NULL};
+    CHECK(fhd__learner_observe(L, &bad) == FHD_ERR_INVALID_ARGUMENT && strstr(L->err, "`obs`") &&
+              strstr(L->err, "`obs_u8`") && strstr(L->err, "uint8"),
+          "float obs refused: %s", L->err);
+    uint8_t bvalid[2] = {1, 2};
+    bad.obs = NULL;
+    bad.next_obs = NULL;
+    bad.obs_u8 = (const uint8_t *)fobs;
+    bad.next_obs_u8 = (const uint8_t *)fobs;
+    bad.valid = bvalid;
+    CHECK(fhd__learner_observe(L, &bad) == FHD_ERR_INVALID_ARGUMENT && strstr(L->err, "valid[1]"),
+          "valid must be 0/1: %s", L->err);
+    L->ops->get_scalars(L->be, &sc);
+    CHECK(sc.replay_size == 3 && L->env_steps == 5, "rejected calls change nothing");
+    fhd__learner_destroy(L);
+
+    /* step() with Gymnasium NEXT_STEP autoreset: the call after an episode's end carries the
+     * reset observation with valid = 0, and no transition (A -> B terminal) is bridged to it */
+    const char *cfg1 = "{\"obs_dim\": 1, \"actions\": [2], \"hidden\": [4], \"batch_size\": 2, "
+                       "\"replay_capacity\": 16, \"learning_starts\": 1000}";
+    if (fhd__learner_init(cfg1, strlen(cfg1), &L, &err) != FHD_OK) {
+        printf("FAIL init: %s\n", err.message);
+        fhd_t_fail++;
+        return;
+    }
+    const float seq[4] = {1, 2, 50, 3}; /* A, B (terminal), R (reset), C */
+    const uint8_t term_seq[4] = {0, 1, 0, 0}, valid_seq[4] = {1, 1, 0, 1};
+    for (int t = 0; t < 4; t++) {
+        float o = seq[t], r = (float)t;
+        uint8_t te = term_seq[t], tru = 0, va = valid_seq[t];
+        int32_t a = 0;
+        fhd_step_args sa = FHD_STEP_ARGS_INIT;
+        sa.num_envs = 1;
+        sa.obs = &o;
+        sa.actions = &a;
+        sa.valid = &va;
+        if (t > 0) {
+            sa.rewards = &r;
+            sa.terminated = &te;
+            sa.truncated = &tru;
+        }
+        CHECK(fhd__learner_step(L, &sa) == FHD_OK, "step t=%d: %s", t, L->err);
+    }
+    float so[16], sn[16], sd[16];
+    L->ops->get_scalars(L->be, &sc);
+    L->ops->read(L->be, FHD_STATE_REPLAY_OBS, 0, 16, so);
+    L->ops->read(L->be, FHD_STATE_REPLAY_NEXT_OBS, 0, 16, sn);
+    L->ops->read(L->be, FHD_STATE_REPLAY_DISC, 0, 16, sd);
+    CHECK(sc.replay_size == 2 && so[0] == 1 && sn[0] == 2 && sd[0] == 0.0f && so[1] == 50 &&
+              sn[1] == 3 && sd[1] > 0.0f,
+          "NEXT_STEP: (A -> B terminal), (R -> C); got %llu: (%g -> %g, %g), (%g -> %g)",
+          (unsigned long long)sc.replay_size, so[0], sn[0], sd[0], so[1], sn[1]);
+    fhd__learner_destroy(L);
+}
+
 int main(void) {
     const char *cfg = "{\"obs_dim\": 2, \"actions\": [3], \"hidden\": [4], \"batch_size\": 2, "
                       "\"replay_capacity\": 64, \"num_envs\": 2, \"n_step\": 3, \"gamma\": 0.5}";
@@ -35,7 +166,7 @@ int main(void) {
             obs[0] = 50;
             next[0] = 51;
         }
-        fhd_transitions tr = {sizeof tr, 2, obs, act, rew, next, term, trunc};
+        fhd_transitions tr = {sizeof tr, 2, obs, act, rew, next, term, trunc, NULL, NULL, NULL};
         CHECK(fhd__learner_observe(L, &tr) == FHD_OK, "observe t=%d: %s", t, L->err);
     }
     const expect_t want[] = {
@@ -77,5 +208,6 @@ int main(void) {
     CHECK(L->episodes == 2 && L->env_steps == 10, "episodes %llu steps %llu",
           (unsigned long long)L->episodes, (unsigned long long)L->env_steps);
     fhd__learner_destroy(L);
+    test_valid_mask_u8();
     return fhd_test_finish();
 }

@@ -3,12 +3,13 @@
  *
  * Usage:
  *   parity_driver PLUGIN.so CONFIG.json OUT.bin --batch B --actions K0,K1,... [--updates K]
- *                 [--nstep N --gamma G] [--weights] [--seed S]
+ *                 [--nstep N --gamma G] [--weights] [--seed S] [--checkpoint PATH]
  *
  * The learner is created from CONFIG.json (a learner config, nothing else). --batch and
  * --actions repeat the config's batch_size and actions so that this program needs no JSON
  * parser. Each of the K updates gets a fresh batch from the driver's own RNG:
- *   obs, next_obs (B, S) ~ N(0, 1); actions (B, D) uniform in [0, K_d); rewards (B) ~ 1.5 N(0, 1);
+ *   obs, next_obs (B, S) ~ N(0, 1) (obs_dtype "uint8": uniform bytes in [0, 255], passed in
+ *   the ABI 1.1 obs_u8 fields); actions (B, D) uniform in [0, K_d); rewards (B) ~ 1.5 N(0, 1);
  *   terminated (B) with probability 0.1; with --nstep N, discounts (B) = G^m, m uniform in 1..N;
  *   with --weights, importance weights (B) uniform in [0.05, 1).
  *
@@ -22,6 +23,8 @@
  *   u<k>.td (B, D), u<k>.targets (B) TD errors and targets returned by train_batch
  *   s<k>.<tensor>                    every named tensor after update k (online.*, target.*,
  *                                    grad.*, adam.m.*, adam.v.*, sn.online.*, sn.target.*)
+ *   ck.q (B, KT), ck.actions (B, D)  with --checkpoint: after update K the learner is saved to
+ *                                    PATH and act (greedy) runs on b<K>.obs: its Q-values
  *   meta.end                         i32 [K]: the file is complete
  * Exit status: 0 on success, 2 on any error (with a message on stderr).
  */
@@ -203,7 +206,7 @@ static void snapshot(const fhd_api_v1 *api, fhd_learner *L, const tensor_set *ts
 /* ---- main ------------------------------------------------------------------------------- */
 
 typedef struct {
-    const char *plugin, *config, *out;
+    const char *plugin, *config, *out, *checkpoint;
     uint32_t B, D, K[MAX_BRANCHES], updates, nstep, weights;
     double gamma;
     uint64_t seed;
@@ -211,7 +214,7 @@ typedef struct {
 
 static void usage(void) {
     die("usage: parity_driver PLUGIN.so CONFIG.json OUT.bin --batch B --actions K0,K1,... "
-        "[--updates K] [--nstep N --gamma G] [--weights] [--seed S]",
+        "[--updates K] [--nstep N --gamma G] [--weights] [--seed S] [--checkpoint PATH]",
         NULL);
 }
 
@@ -241,6 +244,8 @@ static void parse_args(int argc, char **argv, options *o) {
             o->nstep = (uint32_t)strtoul(v, NULL, 10);
         } else if (strcmp(a, "--gamma") == 0) {
             o->gamma = strtod(v, NULL);
+        } else if (strcmp(a, "--checkpoint") == 0) {
+            o->checkpoint = v;
         } else if (strcmp(a, "--seed") == 0) {
             o->seed = strtoull(v, NULL, 10);
         } else if (strcmp(a, "--actions") == 0) {
@@ -278,12 +283,13 @@ int main(int argc, char **argv) {
     }
     tensor_set ts;
     list_tensors(api, L, &ts);
-    uint32_t S = 0;
-    for (uint32_t i = 0; i < ts.count; i++)
-        if (strcmp(ts.info[i].name, "online.torso.0.weight") == 0)
-            S = (uint32_t)ts.info[i].shape[1];
-    if (S == 0)
-        die("no tensor online.torso.0.weight", NULL);
+    if (!FHD_API_HAS(api, obs_info))
+        die("the library lacks obs_info (ABI 1.1)", NULL);
+    fhd_obs_info oi = FHD_OBS_INFO_INIT;
+    if (api->obs_info(L, &oi) != FHD_OK)
+        die("obs_info failed", api->last_error(L));
+    const uint32_t S = oi.size;
+    const int u8 = oi.dtype == FHD_OBS_DTYPE_UINT8;
 
     out_file = fopen(o.out, "wb");
     if (!out_file)
@@ -300,17 +306,25 @@ int main(int argc, char **argv) {
     float *w = malloc(sizeof(float) * B), *y = malloc(sizeof(float) * B);
     float *td = malloc(sizeof(float) * B * D);
     int32_t *act = malloc(sizeof(int32_t) * B * D);
-    uint8_t *term = malloc(B);
-    if (!obs || !next || !rew || !disc || !w || !y || !td || !act || !term)
+    uint8_t *term = malloc(B), *obs8 = malloc((size_t)B * S), *next8 = malloc((size_t)B * S);
+    if (!obs || !next || !rew || !disc || !w || !y || !td || !act || !term || !obs8 || !next8)
         die("out of memory", NULL);
 
     rng_seed(o.seed);
     char name[64];
     for (uint32_t k = 1; k <= o.updates; k++) {
-        for (uint32_t i = 0; i < B * S; i++)
-            obs[i] = rng_normal();
-        for (uint32_t i = 0; i < B * S; i++)
-            next[i] = rng_normal();
+        for (uint32_t i = 0; i < B * S; i++) {
+            if (u8)
+                obs8[i] = (uint8_t)rng_below(256);
+            else
+                obs[i] = rng_normal();
+        }
+        for (uint32_t i = 0; i < B * S; i++) {
+            if (u8)
+                next8[i] = (uint8_t)rng_below(256);
+            else
+                next[i] = rng_normal();
+        }
         for (uint32_t i = 0; i < B; i++) {
             for (uint32_t d = 0; d < D; d++)
                 act[i * D + d] = (int32_t)rng_below(o.K[d]);
@@ -321,10 +335,12 @@ int main(int argc, char **argv) {
         }
         fhd_batch batch = FHD_BATCH_INIT;
         batch.batch_size = B;
-        batch.obs = obs;
+        batch.obs = u8 ? NULL : obs;
+        batch.obs_u8 = u8 ? obs8 : NULL;
         batch.actions = act;
         batch.rewards = rew;
-        batch.next_obs = next;
+        batch.next_obs = u8 ? NULL : next;
+        batch.next_obs_u8 = u8 ? next8 : NULL;
         batch.terminated = term;
         batch.discounts = o.nstep ? disc : NULL;
         batch.weights = o.weights ? w : NULL;
@@ -338,13 +354,19 @@ int main(int argc, char **argv) {
             die("train_batch: stats report the wrong update count", NULL);
 
         snprintf(name, sizeof name, "b%u.obs", k);
-        record2(name, DT_F32, B, S, obs);
+        if (u8)
+            record2(name, DT_U8, B, S, obs8);
+        else
+            record2(name, DT_F32, B, S, obs);
         snprintf(name, sizeof name, "b%u.actions", k);
         record2(name, DT_I32, B, D, act);
         snprintf(name, sizeof name, "b%u.rewards", k);
         record1(name, DT_F32, B, rew);
         snprintf(name, sizeof name, "b%u.next_obs", k);
-        record2(name, DT_F32, B, S, next);
+        if (u8)
+            record2(name, DT_U8, B, S, next8);
+        else
+            record2(name, DT_F32, B, S, next);
         snprintf(name, sizeof name, "b%u.terminated", k);
         record1(name, DT_U8, B, term);
         if (o.nstep) {
@@ -365,6 +387,27 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "s%u", k);
         snapshot(api, L, &ts, name);
     }
+    if (o.checkpoint) {
+        uint32_t KT = 0;
+        for (uint32_t d = 0; d < D; d++)
+            KT += o.K[d];
+        float *q = malloc(sizeof(float) * B * KT);
+        if (!q)
+            die("out of memory", NULL);
+        if (api->checkpoint_save(L, o.checkpoint, 0) != FHD_OK)
+            die("checkpoint_save failed", api->last_error(L));
+        fhd_act_args a = FHD_ACT_ARGS_INIT;
+        a.num_obs = B;
+        a.obs = u8 ? NULL : obs;
+        a.obs_u8 = u8 ? obs8 : NULL;
+        a.actions = act;
+        a.q_values = q;
+        if (api->act(L, &a) != FHD_OK)
+            die("act failed", api->last_error(L));
+        record2("ck.q", DT_F32, B, KT, q);
+        record2("ck.actions", DT_I32, B, D, act);
+        free(q);
+    }
     int32_t done = (int32_t)o.updates;
     record1("meta.end", DT_I32, 1, &done);
     if (fclose(out_file) != 0)
@@ -373,6 +416,8 @@ int main(int argc, char **argv) {
     free(cfg);
     free(ts.scratch);
     free(obs);
+    free(obs8);
+    free(next8);
     free(next);
     free(rew);
     free(disc);

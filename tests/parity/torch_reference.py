@@ -153,9 +153,34 @@ def resolve_config(cfg_text, manifest_text):
 
 # ---- the network ---------------------------------------------------------------------------
 
+NATURE = [{"out": 32, "kernel": 8, "stride": 4}, {"out": 64, "kernel": 4, "stride": 2},
+          {"out": 64, "kernel": 3, "stride": 1}]
+
+
 class Spec:
     def __init__(self, cfg):
-        self.S = int(cfg["obs_dim"])
+        shape = [int(x) for x in cfg.get("obs_shape", [])]
+        self.shape = shape
+        self.S = int(np.prod(shape)) if shape else int(cfg["obs_dim"])
+        self.u8 = cfg.get("obs_dtype", "float32") == "uint8"
+        scale = float(cfg.get("obs_scale", 0.0))
+        self.scale = np.float32(scale if scale != 0.0 else (1.0 / 255.0 if self.u8 else 1.0))
+        conv = NATURE if cfg.get("torso") == "nature" else cfg.get("conv", [])
+        if cfg.get("torso") == "nature":
+            cfg["hidden"] = [512]
+        self.conv = [(int(c["out"]), int(c["kernel"]), int(c["stride"]), int(c.get("padding", 0)))
+                     for c in conv]
+        self.NC = len(self.conv)
+        self.conv_in = []  # (cin, h, w) of each conv layer, then the flattened size F
+        if self.NC:
+            c, h, w = shape
+            for (o, k, st, p) in self.conv:
+                self.conv_in.append((c, h, w))
+                c, h, w = o, (h + 2 * p - k) // st + 1, (w + 2 * p - k) // st + 1
+            self.F = c * h * w
+        else:
+            self.F = self.S
+        self.conv_sn = cfg["spectral_norm"] == "all"
         self.K = [int(k) for k in cfg["actions"]]
         self.D = len(self.K)
         self.KT = sum(self.K)
@@ -193,7 +218,13 @@ class QNet(nn.Module):
     def __init__(self, spec, dtype, sn_order):
         super().__init__()
         self.spec, self.sn_order = spec, sn_order
-        dims = [spec.S] + spec.hidden
+        self.convs = nn.ModuleList(nn.Conv2d(spec.conv_in[i][0], o, k, stride=st, padding=p)
+                                   for i, (o, k, st, p) in enumerate(spec.conv))
+        if spec.conv_sn:
+            for i, (o, k, st, p) in enumerate(spec.conv):
+                self.register_buffer(f"cu{i}", torch.zeros(o))
+                self.register_buffer(f"cv{i}", torch.zeros(spec.conv_in[i][0] * k * k))
+        dims = [spec.F] + spec.hidden
         self.torso = nn.ModuleList(nn.Linear(dims[i], dims[i + 1]) for i in range(spec.L))
         H = dims[-1]
         if spec.dueling:
@@ -209,6 +240,9 @@ class QNet(nn.Module):
     def params(self):
         """Parameters by the plugin's tensor names (without the "online."/"target." prefix)."""
         out = {}
+        for i, cv in enumerate(self.convs):
+            out[f"torso.conv{i}.weight"] = cv.weight  # (out, in, kh, kw)
+            out[f"torso.conv{i}.bias"] = cv.bias
         for l, lin in enumerate(self.torso):
             out[f"torso.{l}.weight"] = lin.weight
             out[f"torso.{l}.bias"] = lin.bias
@@ -221,6 +255,10 @@ class QNet(nn.Module):
 
     def sn_vectors(self):
         out = {}
+        if self.spec.conv_sn:
+            for i in range(self.spec.NC):
+                out[f"torso.conv{i}.u"] = getattr(self, f"cu{i}")
+                out[f"torso.conv{i}.v"] = getattr(self, f"cv{i}")
         for l in self.spec.sn_layers:
             out[f"torso.{l}.u"] = getattr(self, f"u{l}")
             out[f"torso.{l}.v"] = getattr(self, f"v{l}")
@@ -237,6 +275,15 @@ class QNet(nn.Module):
         """Effective torso weights of this update: W_sn for normalised layers (after one power
         iteration when iterate), W otherwise."""
         ws = []
+        for i, cv in enumerate(self.convs):  # PyTorch's spectral_norm on Conv2d: W as (out, -1)
+            if self.spec.conv_sn:
+                u, v = getattr(self, f"cu{i}"), getattr(self, f"cv{i}")
+                Wm = cv.weight.reshape(cv.weight.shape[0], -1)
+                if iterate:
+                    power_iteration(Wm, u, v, self.sn_order)
+                ws.append(sn_weight(Wm, u, v).reshape(cv.weight.shape))
+            else:
+                ws.append(cv.weight)
         for l, lin in enumerate(self.torso):
             if l in self.spec.sn_layers:
                 u, v = getattr(self, f"u{l}"), getattr(self, f"v{l}")
@@ -248,13 +295,21 @@ class QNet(nn.Module):
         return ws
 
     def forward(self, x, ws, relu_masks=None):
-        h = x
-        for lin, W in zip(self.torso, ws):
+        sp = self.spec
+        h = x * sp.scale if (sp.u8 or sp.scale != 1.0) else x  # the network's input
+        if sp.NC:
+            h = h.reshape(x.shape[0], *sp.shape)
+            for i, cv in enumerate(self.convs):
+                z = F.conv2d(h, ws[i], cv.bias, stride=cv.stride, padding=cv.padding)
+                if relu_masks is not None:
+                    relu_masks.append(z > 0)
+                h = F.relu(z)
+            h = h.flatten(1)  # (B, C H W), nn.Flatten's order
+        for lin, W in zip(self.torso, ws[sp.NC:]):
             z = F.linear(h, W, lin.bias)
             if relu_masks is not None:
                 relu_masks.append(z > 0)
             h = F.relu(z)
-        sp = self.spec
         if not sp.dueling:
             return self.q(h)
         V = self.value(h)      # (B, 1)
@@ -301,8 +356,10 @@ def batch_tensors(rec, k, cfg, dtype):
     disc = rec.get(b + "discounts", np.full(B, np.float32(cfg["gamma"]), dtype=np.float32))
     disc = np.where(term, np.float32(0.0), disc).astype(np.float32)
     w = rec.get(b + "weights", np.ones(B, dtype=np.float32))
+    # uint8 observations arrive as their byte values; QNet.forward applies the scale
     return {
-        "obs": t(rec[b + "obs"]), "next_obs": t(rec[b + "next_obs"]),
+        "obs": t(rec[b + "obs"].astype(np.float32)),
+        "next_obs": t(rec[b + "next_obs"].astype(np.float32)),
         "actions": torch.from_numpy(rec[b + "actions"].astype(np.int64)),
         "rewards": t(rec[b + "rewards"]), "disc": t(disc), "weights": t(w),
     }
@@ -348,6 +405,11 @@ class Reference:
         loss, qa = td_loss(spec, cfg, q, b["actions"], y, b["weights"])
         loss.backward()
         params = list(self.online.params().values())
+        # The norm the statistic is compared with: in float64. PyTorch's fp32 norm of a
+        # million-entry gradient (the Nature CNN's) is off by ~2e-5 relative, the plugin's
+        # double sum by ~1e-7 (both measured against this one); clipping still uses
+        # clip_grad_norm_'s own value.
+        gnorm64 = float(torch.sqrt(sum(p.grad.detach().double().square().sum() for p in params)))
         max_norm = float(cfg["max_grad_norm"])
         if max_norm > 0.0:
             gnorm = torch.nn.utils.clip_grad_norm_(params, max_norm)
@@ -375,7 +437,7 @@ class Reference:
             # the discrete choices of the update: ReLU patterns of online(s) and a*
             "branches": masks + [a_star],
             "stats": {"td_abs_mean": float(np.abs(td).mean()), "q_mean": float(qa_d.mean()),
-                      "grad_norm": float(gnorm), "q_abs_mean": float(qa_d.abs().mean())},
+                      "grad_norm": gnorm64, "q_abs_mean": float(qa_d.abs().mean())},
         }
 
     def tensors(self):

@@ -39,7 +39,7 @@ static inline int32_t rel_observe(const fhd_api_v1 *api, fhd_learner *L, int s) 
         term[e] = (s + e) % 9 == 8;
         trunc[e] = !term[e] && (s + e) % 13 == 12;
     }
-    fhd_transitions t = {sizeof t, REL_E, obs, act, rew, next, term, trunc};
+    fhd_transitions t = {sizeof t, REL_E, obs, act, rew, next, term, trunc, NULL, NULL, NULL};
     return api->observe(L, &t);
 }
 

@@ -358,7 +358,7 @@ static int32_t op_train_batch(fhd_learner *L, void *ctx) {
         rew[i] = (float)i - 3.5f;
         term[i] = i == 5;
     }
-    fhd_batch b = {sizeof b, 8, obs, act, rew, next, term, NULL, NULL, td, y};
+    fhd_batch b = {sizeof b, 8, obs, act, rew, next, term, NULL, NULL, td, y, NULL, NULL};
     return api->train_batch(L, &b, NULL);
 }
 

@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
         rng = rng * 1664525u + 1013904223u;
         obs[i] = (float)(rng >> 8) / 16777216.0f - 0.5f;
     }
-    fhd_transitions t = {sizeof t, NE, obs, act, rew, next, term, trunc};
+    fhd_transitions t = {sizeof t, NE, obs, act, rew, next, term, trunc, NULL, NULL, NULL};
     const double t0 = fhd__now();
     long rss_1m = 0, rss_end = 0;
     uint64_t updates = 0, episodes_seen = 0;

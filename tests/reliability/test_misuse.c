@@ -202,7 +202,7 @@ static void test_null_learner(void) {
     expect_null_learner(api->tensor_write(NULL, NULL, NULL, 0), "tensor_write(all NULL)");
 }
 
-/* struct_size 0, 4 and one byte short of the first version, for every argument struct. */
+/* struct_size 0, 4 and one byte short of the first version (minor 0), for every argument struct. */
 static void test_struct_sizes(void) {
     float obs[REL_E * REL_S] = {0}, rew[8] = {0};
     int32_t act[8 * REL_D] = {0};
@@ -218,26 +218,26 @@ static void test_struct_sizes(void) {
         a.struct_size = i < 2 ? bad[i] : (uint32_t)offsetof(fhd_act_args, reserved) - 1;
         snprintf(what, sizeof what, "act struct_size %u", a.struct_size);
         expect(api->act(gL, &a), FHD_ERR_STRUCT_SIZE, "struct_size", what);
-        fhd_transitions t = {0, REL_E, obs, act, rew, obs, flags, flags};
-        t.struct_size = i < 2 ? bad[i] : (uint32_t)sizeof t - 1;
+        fhd_transitions t = {0, REL_E, obs, act, rew, obs, flags, flags, NULL, NULL, NULL};
+        t.struct_size = i < 2 ? bad[i] : FHD_TRANSITIONS_SIZE_V1_0 - 1;
         snprintf(what, sizeof what, "observe struct_size %u", t.struct_size);
         expect(api->observe(gL, &t), FHD_ERR_STRUCT_SIZE, "struct_size", what);
-        fhd_batch b = {0, 8, obs, act, rew, obs, flags, NULL, NULL, NULL, NULL};
-        b.struct_size = i < 2 ? bad[i] : (uint32_t)sizeof b - 1;
+        fhd_batch b = {0, 8, obs, act, rew, obs, flags, NULL, NULL, NULL, NULL, NULL, NULL};
+        b.struct_size = i < 2 ? bad[i] : FHD_BATCH_SIZE_V1_0 - 1;
         snprintf(what, sizeof what, "train_batch struct_size %u", b.struct_size);
         expect(api->train_batch(gL, &b, NULL), FHD_ERR_STRUCT_SIZE, "struct_size", what);
         fhd_step_args s = FHD_STEP_ARGS_INIT;
         s.num_envs = REL_E;
         s.obs = obs;
         s.actions = act;
-        s.struct_size = i < 2 ? bad[i] : (uint32_t)sizeof s - 1;
+        s.struct_size = i < 2 ? bad[i] : FHD_STEP_ARGS_SIZE_V1_0 - 1;
         snprintf(what, sizeof what, "step struct_size %u", s.struct_size);
         expect(api->step(gL, &s), FHD_ERR_STRUCT_SIZE, "struct_size", what);
         fhd_train_stats st = FHD_TRAIN_STATS_INIT;
         st.struct_size = i < 2 ? bad[i] : (uint32_t)offsetof(fhd_train_stats, loss) - 1;
         snprintf(what, sizeof what, "train stats struct_size %u", st.struct_size);
         expect(api->train(gL, 0, &st), FHD_ERR_STRUCT_SIZE, "struct_size", what);
-        fhd_batch ok = {sizeof ok, 8, obs, act, rew, obs, flags, NULL, NULL, NULL, NULL};
+        fhd_batch ok = {sizeof ok, 8, obs, act, rew, obs, flags, NULL, NULL, NULL, NULL, NULL, NULL};
         snprintf(what, sizeof what, "train_batch stats struct_size %u", st.struct_size);
         expect(api->train_batch(gL, &ok, &st), FHD_ERR_STRUCT_SIZE, "struct_size", what);
         fhd_step_args s2 = FHD_STEP_ARGS_INIT;
@@ -293,7 +293,7 @@ static void test_pointers_and_counts(void) {
     }
     obs[2] = 0.0f;
     /* observe: every array NULL, counts, extreme actions, every non-finite input */
-    fhd_transitions t = {sizeof t, REL_E, obs, act, rew, obs, flags, flags};
+    fhd_transitions t = {sizeof t, REL_E, obs, act, rew, obs, flags, flags, NULL, NULL, NULL};
     const char *names[] = {"obs", "actions", "rewards", "next_obs", "terminated"};
     for (int k = 0; k < 5; k++) {
         fhd_transitions u = t;
@@ -335,7 +335,7 @@ static void test_pointers_and_counts(void) {
     expect(api->train(gL, 1000001, NULL), FHD_ERR_INVALID_ARGUMENT, "1000000",
            "train 1000001 updates");
     /* train_batch */
-    fhd_batch b = {sizeof b, 8, obs, act, rew, obs, flags, NULL, NULL, NULL, NULL};
+    fhd_batch b = {sizeof b, 8, obs, act, rew, obs, flags, NULL, NULL, NULL, NULL, NULL, NULL};
     fhd_batch c = b;
     c.batch_size = UINT32_MAX;
     expect(api->train_batch(gL, &c, NULL), FHD_ERR_SIZE_MISMATCH, "batch_size",

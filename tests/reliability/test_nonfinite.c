@@ -98,7 +98,7 @@ static int32_t observe_r(fhd_learner *L, float r0, float r1, uint8_t end0) {
     int32_t act[REL_E * REL_D] = {1, 2, 0, 1};
     float rew[REL_E] = {r0, r1};
     uint8_t term[REL_E] = {end0, 0}, trunc[REL_E] = {0, 0};
-    fhd_transitions t = {sizeof t, REL_E, obs, act, rew, next, term, trunc};
+    fhd_transitions t = {sizeof t, REL_E, obs, act, rew, next, term, trunc, NULL, NULL, NULL};
     return api->observe(L, &t);
 }
 

@@ -119,7 +119,7 @@ static int run(worker *w) {
         brew[i] = (float)(i % 4) - 1.5f;
         bterm[i] = i % 7 == 0;
     }
-    fhd_batch b = {sizeof b, 16, bobs, bact, brew, bnext, bterm, NULL, NULL, td, y};
+    fhd_batch b = {sizeof b, 16, bobs, bact, brew, bnext, bterm, NULL, NULL, td, y, NULL, NULL};
     if (api->train_batch(L, &b, NULL) != FHD_OK)
         return fail(w, "train_batch", L);
     append(w, td, sizeof td);

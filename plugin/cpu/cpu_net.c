@@ -1,0 +1,291 @@
+/* cpu_net.c - the network on the CPU: spectral norm, forwards and the update (DESIGN.md 4).
+ *
+ * Network: [conv_0 .. conv_{NC-1}] (ReLU each, flattened C,H,W) -> linear torso (ReLU each)
+ * -> head (V and A_d, or Q_d). Shapes: B batch, S obs values, A_c = cout hw of conv c,
+ * F = A_{NC-1} (the linear torso's input; S without convolutions).
+ *
+ * One update on a batch (B rows):
+ *   1. spectral norm: one power iteration per normalised online layer (u, v updated), sigma;
+ *      target layers use their stored u, v (no iteration). W_sn = W / sigma.
+ *   2. forwards: online(s) keeping activations; target(s'); online(s') for double DQN.
+ *   3. y = R + disc * mean_d Q'_d(s', a*_d); loss and dL/dQ; backward into the flat gradient:
+ *      head, linear layers, then the conv layers (col recomputed from the kept inputs).
+ *   4. global-norm clipping, Adam/AdamW, updates += 1, target update every C updates.
+ * Divergence: a non-finite loss (checked before the backward pass) or gradient norm, or a
+ * norm whose square would overflow Adam's second moment, stops the update before anything is
+ * applied: the gradient is computed into a spare buffer that replaces grad only on success,
+ * and the power iteration's u, v are restored. The update then returns FHD_ERR_DIVERGED with
+ * the learner exactly as after the previous update.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+/* Offset into one network's half of wsn of normalised layer j (0..NC-1 conv, NC.. linear):
+ * conv layers' W_sn come first, then the linear layers', each (out, in). */
+static uint64_t wsn_offset(const fhd__layout *lo, uint32_t j) {
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < j; i++) {
+        if (i < lo->NC) {
+            if (lo->conv[i].sn)
+                off += (uint64_t)lo->conv[i].cout * lo->conv[i].ckk;
+        } else if (lo->layers[i - lo->NC].sn) {
+            off += (uint64_t)lo->layers[i - lo->NC].out * lo->layers[i - lo->NC].in;
+        }
+    }
+    return off;
+}
+
+/* Weight pointer for linear layer l of network `net` (0 online, 1 target): W_sn when
+ * normalised. */
+static const float *layer_weight(const fhd__backend *b, int net, uint32_t l) {
+    const fhd__layer *ly = &b->lo.layers[l];
+    if (!ly->sn)
+        return b->params + (net ? b->P : 0) + ly->w_off;
+    return b->wsn + (net ? b->wsn_half : 0) + wsn_offset(&b->lo, b->lo.NC + l);
+}
+
+/* The same for conv layer c: W (cout, ckk). */
+static const float *conv_weight(const fhd__backend *b, int net, uint32_t c) {
+    const fhd__conv_layer *cv = &b->lo.conv[c];
+    if (!cv->sn)
+        return b->params + (net ? b->P : 0) + cv->w_off;
+    return b->wsn + (net ? b->wsn_half : 0) + wsn_offset(&b->lo, c);
+}
+
+/* sigma of W (m, k) with u (m), v (k) of network `net`; the online one iterates when train. */
+static float sn_sigma(fhd__backend *b, int train, int net, const float *W, float *u, float *v,
+                      uint32_t m, uint32_t k) {
+    return (train && net == 0) ? fhd__sn_power_iteration(W, u, v, m, k, b->sn_tmp)
+                               : fhd__sn_sigma(W, u, v, m, k, b->sn_tmp);
+}
+
+void fhd__cpu_sn_prepare(fhd__backend *b, int train, int nets) {
+    const fhd__layout *lo = &b->lo;
+    for (uint32_t c = 0; c < lo->NC; c++) {
+        const fhd__conv_layer *cv = &lo->conv[c];
+        if (!cv->sn)
+            continue;
+        for (int net = 0; net < nets; net++) {
+            const float *W = b->params + (net ? b->P : 0) + cv->w_off;
+            float *u = b->sn + (net ? lo->sn_size : 0) + cv->u_off;
+            float *v = b->sn + (net ? lo->sn_size : 0) + cv->v_off;
+            float sigma = sn_sigma(b, train, net, W, u, v, cv->cout, cv->ckk);
+            if (net == 0)
+                b->sigma_conv[c] = sigma;
+            fhd__sn_scale((float *)conv_weight(b, net, c), W, sigma, (uint64_t)cv->cout * cv->ckk);
+        }
+    }
+    for (uint32_t l = 0; l < lo->L; l++) {
+        const fhd__layer *ly = &lo->layers[l];
+        if (!ly->sn)
+            continue;
+        for (int net = 0; net < nets; net++) {
+            const float *W = b->params + (net ? b->P : 0) + ly->w_off;
+            float *u = b->sn + (net ? lo->sn_size : 0) + ly->u_off;
+            float *v = b->sn + (net ? lo->sn_size : 0) + ly->v_off;
+            float sigma = sn_sigma(b, train, net, W, u, v, ly->out, ly->in);
+            if (net == 0)
+                b->sigma[l] = sigma;
+            fhd__sn_scale((float *)layer_weight(b, net, l), W, sigma, (uint64_t)ly->out * ly->in);
+        }
+    }
+}
+
+/* Network input (n, S) = scale * rows (n observation rows of the learner's dtype): the rows
+ * themselves for float32 at scale 1, else converted into dst. (Without convolutions only: the
+ * first conv layer converts while it packs its im2col matrix.) */
+static const float *as_input(const fhd__backend *b, const void *rows, uint32_t n, float *dst) {
+    const uint64_t m = (uint64_t)n * b->lo.S;
+    if (b->cfg.obs_dtype == FHD_OBS_UINT8) {
+        const uint8_t *u = (const uint8_t *)rows;
+        for (uint64_t i = 0; i < m; i++)
+            dst[i] = b->scale * (float)u[i];
+        return dst;
+    }
+    if (b->scale == 1.0f)
+        return (const float *)rows;
+    for (uint64_t i = 0; i < m; i++)
+        dst[i] = b->scale * ((const float *)rows)[i];
+    return dst;
+}
+
+/* The conv stack on n rows: returns the last activation (n, F). keep: into b->ca. */
+static const float *conv_forward(fhd__backend *b, int net, const void *rows, uint32_t n, int keep) {
+    const fhd__layout *lo = &b->lo;
+    const void *in = rows;
+    for (uint32_t c = 0; c < lo->NC; c++) {
+        const fhd__conv_layer *cv = &lo->conv[c];
+        float *out = keep ? b->ca[c] : ((c % 2) ? b->cpb : b->cpa);
+        const float *bias = b->params + (net ? b->P : 0) + cv->b_off;
+        const int first = c == 0;
+        fhd__conv_forward(out, in, first && b->cfg.obs_dtype == FHD_OBS_UINT8,
+                          first ? b->scale : 1.0f, conv_weight(b, net, c), bias, cv, n, b->col);
+        in = out;
+    }
+    return (const float *)in;
+}
+
+/* Forward n rows through network `net`; returns the linear torso's input (n, F) that layer
+ * 0 read (the backward's x). */
+static const float *forward(fhd__backend *b, int net, const void *rows, uint32_t n, float *q,
+                            int keep) {
+    const fhd__layout *lo = &b->lo;
+    const float *x = lo->NC ? conv_forward(b, net, rows, n, keep)
+                            : as_input(b, rows, n, keep ? b->xin : b->xin2);
+    const float *in = x;
+    for (uint32_t l = 0; l <= lo->L; l++) {
+        const fhd__layer *ly = &lo->layers[l];
+        float *out = keep ? b->h[l] : ((l % 2) ? b->fb : b->fa);
+        const float *bias = b->params + (net ? b->P : 0) + ly->b_off;
+        fhd__linear_forward(out, in, layer_weight(b, net, l), bias, n, ly->in, ly->out, l < lo->L);
+        in = out;
+    }
+    fhd__head_combine(q, in, lo, n);
+    return x;
+}
+
+void fhd__cpu_net_forward(fhd__backend *b, int net, const void *rows, uint32_t n, float *q,
+                          int keep) {
+    forward(b, net, rows, n, q, keep);
+}
+
+/* Backward through the conv stack of online(s): dy (B, F) = dL/d(last activation), in
+ * b->cda; the kept activations b->ca; rows the batch's observations. */
+static void conv_backward(fhd__backend *b, float *grad, const void *rows, uint32_t B) {
+    const fhd__layout *lo = &b->lo;
+    float *dy = b->cda, *dx = b->cdb;
+    for (int c = (int)lo->NC - 1; c >= 0; c--) {
+        const fhd__conv_layer *cv = &lo->conv[c];
+        const int first = c == 0;
+        fhd__relu_backward(dy, b->ca[c], (uint64_t)B * cv->cout * cv->hw);
+        fhd__conv_backward(first ? NULL : dx, grad + cv->w_off, grad + cv->b_off, dy,
+                           first ? rows : (const void *)b->ca[c - 1],
+                           first && b->cfg.obs_dtype == FHD_OBS_UINT8, first ? b->scale : 1.0f,
+                           conv_weight(b, 0, (uint32_t)c), cv, B, b->col, b->dcol);
+        if (cv->sn)
+            fhd__sn_weight_backward(grad + cv->w_off, b->params + cv->w_off, b->sn + cv->u_off,
+                                    b->sn + cv->v_off, b->sigma_conv[c], cv->cout, cv->ckk);
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+}
+
+/* Why the update is not applied (FHD_ERR_DIVERGED, message in b->err): the statistic, and the
+ * first non-finite TD target or Q value of the batch that explains it. */
+static int32_t diverged(fhd__backend *b, const fhd__host_batch *hb, float loss, float gnorm) {
+    const uint32_t B = hb->B, KT = b->lo.KT;
+    char why[160] = "";
+    for (uint32_t i = 0; i < B && !why[0]; i++)
+        if (!isfinite(b->y[i]))
+            snprintf(why, sizeof why, "; the TD target y[%u] is %g", i, (double)b->y[i]);
+    for (uint64_t i = 0; i < (uint64_t)B * KT && !why[0]; i++)
+        if (!isfinite(b->q[i]))
+            snprintf(why, sizeof why, "; Q(s)[%llu][%llu] is %g", (unsigned long long)(i / KT),
+                     (unsigned long long)(i % KT), (double)b->q[i]);
+    snprintf(b->err, sizeof b->err,
+             "update %llu diverged: loss %g, gradient norm %g%s%s; it was not applied (the "
+             "learner is as after update %llu)",
+             (unsigned long long)b->updates + 1, (double)loss, (double)gnorm,
+             isfinite(gnorm) && isfinite(loss) ? " (its square overflows Adam's second moment)"
+                                              : "",
+             why, (unsigned long long)b->updates);
+    return FHD_ERR_DIVERGED;
+}
+
+int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st,
+                        float beta) {
+    const fhd__layout *lo = &b->lo;
+    const fhd__config *c = &b->cfg;
+    const uint32_t B = hb->B;
+    float *const grad = b->grad_next;
+    if (lo->sn_size)
+        memcpy(b->sn_prev, b->sn, sizeof(float) * lo->sn_size);
+    const void *obs = hb->obs_u8 ? (const void *)hb->obs_u8 : (const void *)hb->obs;
+    const void *next = hb->next_obs_u8 ? (const void *)hb->next_obs_u8 : (const void *)hb->next_obs;
+    const void *rows = obs; /* online(s) rows as the backward reads them */
+    const float *x0;        /* the linear torso's input of online(s) (B, F) */
+    fhd__cpu_sn_prepare(b, 1, 2);
+    const float *sel = b->qt;
+    if (c->double_dqn) {
+        if (obs != (const void *)b->g_obs) {
+            memcpy(b->g_obs, obs, b->ob * B);
+            memcpy(b->g_next, next, b->ob * B);
+        }
+        rows = b->g_obs;
+        x0 = forward(b, 0, b->g_obs, 2 * B, b->q, 1);
+        sel = b->q + (size_t)B * lo->KT;
+    } else {
+        x0 = forward(b, 0, obs, B, b->q, 1);
+    }
+    forward(b, 1, next, B, b->qt, 0);
+    fhd__td_target(b->y, hb->rewards, hb->disc, b->qt, sel, lo, B);
+    fhd__loss_params lp = {c->loss == FHD_LOSS_HUBER, (float)c->huber_delta, (float)c->cql_alpha};
+    float td_abs, q_mean;
+    float loss = fhd__td_loss(b->dq, b->td, b->q, hb->actions, b->y, hb->weights, lo, B, &lp,
+                              &td_abs, &q_mean);
+    float gnorm = NAN;
+    if (!isfinite(loss))
+        goto refuse;
+    /* backward: head, then linear torso layers from the top, then the convolutions */
+    float *dy = b->da, *dx = b->db;
+    fhd__head_combine_backward(dy, b->dq, lo, B);
+    for (int l = (int)lo->L; l >= 0; l--) {
+        const fhd__layer *ly = &lo->layers[l];
+        const float *x = l == 0 ? x0 : b->h[l - 1];
+        float *dxl = l > 0 ? dx : (lo->NC ? b->cda : NULL); /* d(conv output) (B, F) */
+        if (l < (int)lo->L)
+            fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
+        fhd__linear_backward(dxl, grad + ly->w_off, grad + ly->b_off, dy, x,
+                             layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out);
+        if (ly->sn)
+            fhd__sn_weight_backward(grad + ly->w_off, b->params + ly->w_off, b->sn + ly->u_off,
+                                    b->sn + ly->v_off, b->sigma[l], ly->out, ly->in);
+        float *t = dy;
+        dy = dx;
+        dx = t;
+    }
+    if (lo->NC)
+        conv_backward(b, grad, rows, B);
+    gnorm = fhd__clip_grad_norm(grad, b->P, (float)c->max_grad_norm);
+    /* Adam squares the applied gradient: its norm squared must stay a float */
+    const float applied =
+        c->max_grad_norm > 0 && gnorm > (float)c->max_grad_norm ? (float)c->max_grad_norm : gnorm;
+    if (!isfinite(gnorm) || !isfinite(applied * applied))
+        goto refuse;
+    b->grad_next = b->grad; /* the new gradient becomes grad.* */
+    b->grad = grad;
+    fhd__adam_params ap = {c->lr,           c->adam_beta1,
+                           c->adam_beta2,   (float)c->adam_eps,
+                           c->weight_decay, c->optimizer == FHD_OPT_ADAMW};
+    b->updates++;
+    b->eval_sn_fresh = 0;
+    fhd__adam_step(b->params, b->grad, b->adam_m, b->adam_v, b->P, b->updates, &ap);
+    if (b->updates % c->target_update_interval == 0) {
+        fhd__polyak(b->params + b->P, b->params, b->P, (float)c->tau);
+        if (lo->sn_size) /* the target keeps the online power-iteration state */
+            memcpy(b->sn + lo->sn_size, b->sn, sizeof(float) * lo->sn_size);
+    }
+    if (hb->td)
+        memcpy(hb->td, b->td, sizeof(float) * B * lo->D);
+    if (hb->y)
+        memcpy(hb->y, b->y, sizeof(float) * B);
+    b->last = (fhd__update_stats){b->updates, loss, td_abs, q_mean, gnorm, beta};
+    if (st) {
+        st->updates_done++;
+        st->update_index = b->updates;
+        st->loss = loss;
+        st->td_abs_mean = td_abs;
+        st->q_mean = q_mean;
+        st->grad_norm = gnorm;
+    }
+    return FHD_OK;
+refuse:
+    if (lo->sn_size) /* the power iteration's u, v; W_sn is recomputed before its next use */
+        memcpy(b->sn, b->sn_prev, sizeof(float) * lo->sn_size);
+    b->eval_sn_fresh = 0;
+    return diverged(b, hb, loss, gnorm);
+}
