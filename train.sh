@@ -18,8 +18,6 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFHD_BUILD_TESTS=OFF \
 cmake --build "$BUILD" -j"$(nproc)"
 if [ $# -eq 0 ]; then set -- --env CartPole-v1; fi
 # One OpenBLAS thread unless the caller chose otherwise: the control tasks' 64- and 128-wide
-# networks are too small for OpenBLAS's two-thread split (20-30k steps: CartPole 1.42 s against
-# 1.71, Acrobot 5.09 against 5.44, MountainCar 2.70 against 3.26, at half the CPU time or less;
-# bench/RESULTS.md, CPU section)
+# networks are too small for OpenBLAS's two-thread split (bench/RESULTS.md, CPU section)
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 exec "./$BUILD/fhd-host" train --out runs/latest "$@"

@@ -712,8 +712,8 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
     char cpu[256];
     host_cpu(cpu, sizeof cpu);
     const char *obt = getenv("OPENBLAS_NUM_THREADS");
-    /* hardware work queues per CUDA context: B3 on an H200 reads 140.8 us with 32, 144.4 with
-     * the default 8 (bench/RESULTS.md), so the record says which it ran with */
+    /* hardware work queues per CUDA context change the timing of wide graphs (README, Building),
+     * so the record says which it ran with */
     const char *cmc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     if (o->json) {
         json_t *j = json_object();

@@ -6,7 +6,7 @@
  * spectral-norm vectors, the replay storage and its sum tree, and the update counter (the
  * CUDA backend decides target updates and beta on the device from it).
  *
- * Every backend computes exactly the math of DESIGN.md section 4; plugin/cpu is the readable
+ * Every backend computes exactly the math of docs/design.md section 4; plugin/cpu is the readable
  * reference and the oracle of the CUDA backend's tests. All functions return FHD_OK or a
  * negative FHD_ERR_* status and then leave a message in error(). A backend is used by one
  * thread at a time.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Side-by-side timing of two CUDA modules, the way every optimisation in bench/RESULTS.md's GPU
+# Side-by-side timing of two CUDA modules, the way every optimisation in bench/log/2026-11-results-rounds.md's GPU
 # log was measured: `cuda_bench PRESET` in separate processes, alternating the modules, R
 # rounds, then each update's length over N updates of one train(n) per module (a bimodal
 # update shows as two clusters, which a median hides).

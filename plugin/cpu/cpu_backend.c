@@ -1,5 +1,5 @@
 /* cpu_backend.c - the CPU reference backend: creation, replay, sampling, state access and the
- * ops table. The network and the update are in cpu_net.c (DESIGN.md 4). */
+ * ops table. The network and the update are in cpu_net.c (docs/design.md section 4). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

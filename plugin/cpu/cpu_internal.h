@@ -1,6 +1,6 @@
 /* cpu_internal.h - the CPU backend's state, shared by its files (not an interface):
  *   cpu_backend.c  creation, replay, sampling, state access, the ops table
- *   cpu_net.c      the network: spectral norm, forwards, the update (DESIGN.md 4)
+ *   cpu_net.c      the network: spectral norm, forwards, the update (docs/design.md section 4)
  *   cpu_ops.c      linear layers, heads, loss, clipping, Adam (cpu_ops.h)
  *   cpu_conv.c     convolutions: im2col + sgemm (cpu_ops.h)
  */

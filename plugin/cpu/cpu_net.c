@@ -1,4 +1,5 @@
-/* cpu_net.c - the network on the CPU: spectral norm, forwards and the update (DESIGN.md 4).
+/* cpu_net.c - the network on the CPU: spectral norm, forwards and the update
+ * (docs/design.md section 4).
  *
  * Network: [conv_0 .. conv_{NC-1}] (ReLU each, flattened C,H,W) -> linear torso (ReLU each)
  * -> head (V and A_d, or Q_d). Shapes: B batch, S obs values, A_c = cout hw of conv c,

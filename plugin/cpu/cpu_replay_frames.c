@@ -1,5 +1,5 @@
 /* cpu_replay_frames.c - the frame-once replay of image observations (configs with
- * obs_shape; DESIGN.md section 8).
+ * obs_shape; docs/design.md section 8).
  *
  * Frames: an observation is k = frame_stack frames stacked along C (k = 1: the whole
  * observation is one frame); each frame is stored once, as frame id g (0, 1, ...) in row

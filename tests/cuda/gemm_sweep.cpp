@@ -571,7 +571,7 @@ static bool reproducible(cublasLtHandle_t lt, const site_ctx &x, const config &c
 
 /* Two call sites that the update runs at once (the online and the target forward of a layer):
  * the pairs of their candidates, each pair timed running together, against the pair of the
- * library's picks. A configuration faster alone can lose beside another GEMM (bench/RESULTS.md,
+ * library's picks. A configuration faster alone can lose beside another GEMM (bench/log/2026-11-results-rounds.md,
  * tenth round); what the update waits for is the later of the two. */
 static void sweep_pair(cublasLtHandle_t lt, const char *preset, const site &sx, const site &sy,
                        int tf32, void *ws, void *ws2, size_t wsb, cudaStream_t st,

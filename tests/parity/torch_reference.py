@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""torch_reference.py - PyTorch parity test of the foxhunt-dqn learner update (DESIGN.md 4).
+"""torch_reference.py - PyTorch parity test of the foxhunt-dqn learner update (docs/design.md section 4).
 
 Runs with the Debian system python (/usr/bin/python3) and its packages python3-torch (1.13,
 CPU) and python3-numpy. Exits 77 (CTest: skipped) when torch cannot be imported.
@@ -746,7 +746,7 @@ def main():
     ap.add_argument("--sn-order", choices=["parametrizations", "legacy"],
                     default="parametrizations",
                     help="power-iteration order: torch.nn.utils.parametrizations.spectral_norm "
-                         "(DESIGN.md) or the legacy torch.nn.utils.spectral_norm hook")
+                         "(docs/design.md section 4) or the legacy torch.nn.utils.spectral_norm hook")
     ap.add_argument("--expect-grad-norm-above", action="append", default=[],
                     metavar="CONFIG=X",
                     help="config CONFIG must have an update whose pre-clip gradient norm "
