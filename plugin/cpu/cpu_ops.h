@@ -3,6 +3,29 @@
  *
  * Shapes: B batch, S obs dim, D branches, K_d actions in branch d, KT = sum K_d,
  * HO = head outputs = KT + dueling. Matrices are row-major.
+ *
+ * The CUDA mirror (kernels/): which kernel computes each op, and what it fuses.
+ *   fhd__linear_forward          cuBLASLt GEMM with its bias(+ReLU) epilogue (fhd__cuda_bias_act
+ *                                where cuBLASLt has none); a narrow head: fhd__cuda_narrow_linear,
+ *                                or inside fhd__cuda_td_loss (both heads, head_in_loss)
+ *   fhd__linear_backward         dx and dW: cuBLASLt GEMMs (halves on two streams where split);
+ *                                db: partials of fhd__cuda_relu_backward_bgrad / the loss kernel,
+ *                                summed by the optimiser's norm pass; layer 0's dW can come from
+ *                                fhd__cuda_relu_backward_dw (fuse_dw0); a small head's dx from
+ *                                fhd__cuda_head_dx
+ *   fhd__relu_backward           fhd__cuda_relu_backward_bgrad / _dw, or fhd__cuda_head_dx (the
+ *                                layer below a small head)
+ *   fhd__head_combine, fhd__td_target, fhd__td_loss, fhd__head_combine_backward
+ *                                one kernel: fhd__cuda_td_loss (with the PER weights)
+ *   fhd__argmax_branches         fhd__cuda_act_head (with fhd__head_combine)
+ *   fhd__sn_power_iteration, fhd__sn_sigma
+ *                                fhd__cuda_sn_launch: every layer in two launches
+ *   fhd__sn_scale                not run: the GEMMs take alpha = 1/sigma
+ *   fhd__sn_weight_backward, fhd__clip_grad_norm, fhd__adam_step, fhd__polyak
+ *                                fhd__cuda_opt_fused (one cooperative launch), or
+ *                                fhd__cuda_clip_grad_norm + fhd__cuda_adam_step
+ *   fhd__conv_forward, fhd__conv_backward
+ *                                none yet: pixels run on the CPU backend only
  */
 #ifndef FHD_CPU_OPS_H
 #define FHD_CPU_OPS_H
