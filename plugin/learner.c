@@ -36,17 +36,9 @@ float fhd__epsilon(const fhd__config *c, uint64_t env_steps) {
     return (float)(c->epsilon_start + (c->epsilon_end - c->epsilon_start) * f);
 }
 
-/* Pass a backend failure through with its message. */
-static int32_t backend_fail(fhd_learner *L, int32_t rc, const char *what) {
+int32_t fhd__backend_fail(fhd_learner *L, int32_t rc, const char *what) {
     return fhd__fail(L, rc, "%s: %s", what, L->ops->error(L->be));
 }
-
-#define FHD__TRY(expr)                                                                         \
-    do {                                                                                       \
-        int32_t rc_ = (expr);                                                                  \
-        if (rc_ != FHD_OK)                                                                     \
-            return rc_;                                                                        \
-    } while (0)
 
 /* ---- creation --------------------------------------------------------------------------- */
 
@@ -233,7 +225,7 @@ static int32_t choose_actions(fhd_learner *L, uint32_t n, const unsigned char *o
                              : L->ops->q_values(L->be, m, (const float *)(const void *)rows, qr,
                                                 L->greedy);
             if (rc != FHD_OK)
-                return backend_fail(L, rc, "act");
+                return fhd__backend_fail(L, rc, "act");
             memcpy(actions + (size_t)r0 * D, L->greedy, sizeof(int32_t) * m * D);
         }
     }
@@ -322,7 +314,7 @@ static int32_t ingest(fhd_learner *L, const unsigned char *obs, const int32_t *a
                 rc = L->ops->frame_add(L->be, next_rows[e], ids,
                                        L->last_frame + (size_t)e * L->fk);
             if (rc != FHD_OK)
-                return backend_fail(L, rc, "observe");
+                return fhd__backend_fail(L, rc, "observe");
         } else {
             memcpy(L->st_obs + ((size_t)e * n + slot) * ob, obs + (size_t)e * ob, ob);
         }
@@ -358,7 +350,7 @@ static int32_t ingest(fhd_learner *L, const unsigned char *obs, const int32_t *a
         int32_t rc = L->ops->replay_add_ids(L->be, count, L->em_obs_id, L->em_act, L->em_ret,
                                             L->em_next_id, L->em_disc);
         if (rc != FHD_OK)
-            return backend_fail(L, rc, "observe");
+            return fhd__backend_fail(L, rc, "observe");
     } else if (count) {
         int32_t rc = L->cfg.obs_dtype == FHD_OBS_UINT8
                          ? L->ops->replay_add_u8(L->be, count, L->em_obs, L->em_act, L->em_ret,
@@ -367,7 +359,7 @@ static int32_t ingest(fhd_learner *L, const unsigned char *obs, const int32_t *a
                                               L->em_act, L->em_ret,
                                               (const float *)(void *)L->em_next, L->em_disc);
         if (rc != FHD_OK)
-            return backend_fail(L, rc, "observe");
+            return fhd__backend_fail(L, rc, "observe");
     }
     return FHD_OK;
 }
@@ -412,7 +404,7 @@ static int32_t run_updates(fhd_learner *L, uint32_t n, fhd_train_stats *st) {
     L->train_seconds += fhd__now() - t0;
     L->diverged_updates += rc == FHD_ERR_DIVERGED;
     if (rc != FHD_OK)
-        return backend_fail(L, rc, "train");
+        return fhd__backend_fail(L, rc, "train");
     L->timed_updates += n;
     return FHD_OK;
 }
@@ -525,7 +517,7 @@ int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_s
     L->train_seconds += fhd__now() - t0;
     L->diverged_updates += rc == FHD_ERR_DIVERGED;
     if (rc != FHD_OK)
-        return backend_fail(L, rc, "train_batch");
+        return fhd__backend_fail(L, rc, "train_batch");
     L->timed_updates++;
     stats_out(st, &local);
     return FHD_OK;
@@ -605,69 +597,4 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
     L->have_prev = 1;
     stats_out(a->stats, &local);
     return trained;
-}
-
-/* ---- tensors ---------------------------------------------------------------------------- */
-
-int32_t fhd__learner_tensor_info(fhd_learner *L, uint32_t i, fhd_tensor_info *info) {
-    FHD__TRY(fhd__check_struct(L, info, sizeof(fhd_tensor_info), "tensor_info", "info"));
-    fhd__tensor_ref t;
-    if (fhd__layout_tensor(&L->lo, i, &t) != 0)
-        return fhd__fail(L, FHD_ERR_NOT_FOUND, "tensor_info: index %u is past the last tensor (%u)",
-                         i, fhd__layout_tensor_count(&L->lo));
-    info->rank = t.rank;
-    memset(info->shape, 0, sizeof info->shape);
-    for (int d = 0; d < 4; d++)
-        info->shape[d] = t.shape[d];
-    info->count = t.count;
-    snprintf(info->name, sizeof info->name, "%s", t.name);
-    return FHD_OK;
-}
-
-static int32_t find_tensor(fhd_learner *L, const char *fn, const char *name, uint64_t n,
-                           fhd__tensor_ref *t) {
-    if (!name)
-        return fhd__fail(L, FHD_ERR_NULL_POINTER, "%s: `name` is NULL", fn);
-    if (fhd__layout_tensor_find(&L->lo, name, t) != 0)
-        return fhd__fail(L, FHD_ERR_NOT_FOUND, "%s: no tensor named \"%s\"", fn, name);
-    if (n != t->count)
-        return fhd__fail(L, FHD_ERR_SIZE_MISMATCH, "%s: \"%s\" has %llu elements; count is %llu",
-                         fn, name, (unsigned long long)t->count, (unsigned long long)n);
-    return FHD_OK;
-}
-
-int32_t fhd__learner_tensor_read(fhd_learner *L, const char *name, float *dst, uint64_t n) {
-    fhd__tensor_ref t;
-    FHD__TRY(find_tensor(L, "tensor_read", name, n, &t));
-    if (!dst)
-        return fhd__fail(L, FHD_ERR_NULL_POINTER, "tensor_read: `dst` is NULL");
-    int32_t rc = L->ops->read(L->be, (int)t.buf, t.offset, t.count, dst);
-    return rc == FHD_OK ? FHD_OK : backend_fail(L, rc, "tensor_read");
-}
-
-int32_t fhd__learner_tensor_write(fhd_learner *L, const char *name, const float *src, uint64_t n) {
-    fhd__tensor_ref t;
-    FHD__TRY(find_tensor(L, "tensor_write", name, n, &t));
-    if (!src)
-        return fhd__fail(L, FHD_ERR_NULL_POINTER, "tensor_write: `src` is NULL");
-    if (t.buf != FHD_BUF_PARAMS && t.buf != FHD_BUF_SN)
-        return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT,
-                         "tensor_write: \"%s\" is not writable (online.*, target.*, sn.* are)", name);
-    FHD__TRY(fhd__check_finite(L, src, n, 1, NULL, "tensor_write", "src", "element"));
-    int32_t rc = L->ops->write(L->be, (int)t.buf, t.offset, t.count, src);
-    return rc == FHD_OK ? FHD_OK : backend_fail(L, rc, "tensor_write");
-}
-
-int32_t fhd__learner_obs_info(fhd_learner *L, fhd_obs_info *info) {
-    const fhd__config *c = &L->cfg;
-    FHD__TRY(fhd__check_struct(L, info, sizeof(fhd_obs_info), "obs_info", "info"));
-    info->dtype = c->obs_dtype == FHD_OBS_UINT8 ? FHD_OBS_DTYPE_UINT8 : FHD_OBS_DTYPE_FLOAT32;
-    info->rank = c->num_obs_shape ? 3 : 1;
-    for (uint32_t i = 0; i < 3; i++)
-        info->shape[i] = c->num_obs_shape ? c->obs_shape[i] : (i == 0 ? c->obs_dim : 0);
-    info->size = c->obs_dim;
-    info->frame_stack = c->frame_stack;
-    info->scale = fhd__config_obs_scale(c);
-    info->reserved = 0;
-    return FHD_OK;
 }

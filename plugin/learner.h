@@ -82,6 +82,17 @@ int32_t fhd__fail(fhd_learner *L, int32_t code, const char *fmt, ...)
 #endif
     ;
 
+/* Pass a backend failure through: code rc, message "<what>: <the backend's error>". */
+int32_t fhd__backend_fail(fhd_learner *L, int32_t rc, const char *what);
+
+/* Return the status of expr when it is not FHD_OK. */
+#define FHD__TRY(expr)                                                                         \
+    do {                                                                                       \
+        int32_t rc_ = (expr);                                                                  \
+        if (rc_ != FHD_OK)                                                                     \
+            return rc_;                                                                        \
+    } while (0)
+
 double fhd__now(void); /* monotonic seconds */
 float fhd__epsilon(const fhd__config *cfg, uint64_t env_steps);
 
