@@ -122,7 +122,11 @@ fn dlerror_text() -> String {
 /// One loaded libfoxhunt_dqn.so and its v1 table. Closed (dlclose) when the last Arc goes.
 pub struct Library {
     handle: *mut std::os::raw::c_void,
-    api: *const ffi::FhdApiV1,
+    /// a copy of the library's table: the bytes inside its struct_size, the members past it
+    /// None (so a member is Some exactly when FHD_API_HAS says it exists)
+    api: ffi::FhdApiV1,
+    /// the table's struct_size (bytes of it this host reads)
+    pub table_size: usize,
     pub path: PathBuf,
     pub version: String,
     pub abi_minor: u32,
@@ -137,6 +141,15 @@ impl Library {
     /// Load the library: `path` (file or directory), else $FOXHUNT_DQN_LIBRARY (file or
     /// directory), else libfoxhunt_dqn.so through the loader's search path.
     pub fn open(path: Option<&Path>) -> Result<Arc<Library>, Error> {
+        Library::open_with_table_size(path, usize::MAX)
+    }
+
+    /// Library::open, reading at most `table_size` bytes of the table: the library then looks
+    /// like one of an older minor (FHD_API_V1_SIZE_MINOR_0 for minor 0). For tests of the
+    /// FHD_API_HAS gating.
+    #[doc(hidden)]
+    pub fn open_with_table_size(path: Option<&Path>, table_size: usize)
+                                -> Result<Arc<Library>, Error> {
         let (file, named) = match path {
             Some(p) => (resolve(p, "library path")?, true),
             None => match std::env::var_os(LIBRARY_ENV) {
@@ -160,8 +173,9 @@ impl Library {
                 }
             });
         }
-        let mut lib = Library { handle, api: ptr::null(), path: file, version: String::new(),
-                                abi_minor: 0 };
+        // the table members are Option<fn> and u32: all zeros is a valid value (None, 0)
+        let mut lib = Library { handle, api: unsafe { std::mem::zeroed() }, table_size: 0,
+                                path: file, version: String::new(), abi_minor: 0 };
         let sym = unsafe { ffi::dlsym(handle, ffi::FHD_ENTRY_SYMBOL.as_ptr() as *const c_char) };
         if sym.is_null() {
             return Err(Error::Load {
@@ -191,21 +205,35 @@ impl Library {
                                  carray(&err.message)),
             });
         }
-        let t = unsafe { &*api };
+        // only the header fields are read before the size is known
+        let (major, minor, size) =
+            unsafe { ((*api).abi_major, (*api).abi_minor, (*api).struct_size as usize) };
         let need = ffi::member_end(144); // tensor_write, the last member of minor 0
-        if t.abi_major != ffi::FHD_ABI_MAJOR || (t.struct_size as usize) < need {
+        if major != ffi::FHD_ABI_MAJOR || size < need {
             return Err(Error::Load {
                 message: format!("the table is ABI major {} of {} bytes; this host needs major 1 \
-                                  of at least {}", t.abi_major, t.struct_size, need),
+                                  of at least {}", major, size, need),
             });
         }
-        lib.abi_minor = t.abi_minor;
-        lib.api = api;
+        let size = size.min(std::mem::size_of::<ffi::FhdApiV1>()).min(table_size.max(need));
+        unsafe {
+            ptr::copy_nonoverlapping(api as *const u8, &mut lib.api as *mut ffi::FhdApiV1 as *mut u8,
+                                     size)
+        };
+        lib.api.struct_size = size as u32;
+        lib.table_size = size;
+        lib.abi_minor = if lib.api.obs_info.is_none() { 0 } else { minor };
         Ok(Arc::new(lib))
     }
 
     fn api(&self) -> &ffi::FhdApiV1 {
-        unsafe { &*self.api }
+        &self.api
+    }
+
+    /// FHD_API_HAS(api, obs_info): the library has obs_info and reads the minor-1 fields
+    /// (uint8 observations, valid masks) of the argument structs.
+    pub fn has_minor_1(&self) -> bool {
+        self.api.obs_info.is_some()
     }
 
     /// manifest.json of the library (static text).
@@ -346,6 +374,9 @@ impl Learner {
             final_obs: ptr::null(),
             actions: actions.as_mut_ptr(),
             stats: &mut stats,
+            obs_u8: ptr::null(),
+            final_obs_u8: ptr::null(),
+            valid: ptr::null(),
         };
         if let Some(t) = transition {
             Self::len("rewards", t.rewards.len(), n)?;
@@ -394,6 +425,7 @@ impl Learner {
             q_values: q,
             explore: explore as u32,
             reserved: 0,
+            obs_u8: ptr::null(),
         };
         let rc = unsafe { (self.lib.api().act.unwrap())(self.h, &args) };
         self.check(rc)
@@ -434,7 +466,7 @@ impl Learner {
     pub fn metrics(&mut self) -> Result<Value, Error> {
         let text = self.metrics_json()?;
         json::parse(&text).map_err(|(at, what)| Error::Status {
-            code: -25,
+            code: ffi::FHD_ERR_INTERNAL,
             name: "FHD_ERR_INTERNAL".into(),
             message: format!("metrics JSON at byte {}: {}", at, what),
         })

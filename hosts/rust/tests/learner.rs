@@ -1,6 +1,7 @@
 //! The safe wrapper against the real library: $FOXHUNT_DQN_LIBRARY (file or directory), else
 //! the newest <repo>/build*/libfoxhunt_dqn.so. No library found is a failure, not a skip.
 use foxhunt_dqn::cartpole::CartPole;
+use foxhunt_dqn::ffi::Status;
 use foxhunt_dqn::{Error, Learner, Library, Transition};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +31,14 @@ fn library_negotiates_major_1() {
     assert_eq!(lib.version, "0.1.0");
     assert!(lib.manifest().contains("\"entry_symbol\""));
     assert_eq!(lib.status_name(-7), "FHD_ERR_CONFIG_RANGE");
+    assert!(lib.has_minor_1());
+    assert_eq!((lib.abi_minor, lib.table_size), (1, 160));
+    // the crate's status map is the library's, FHD_ERR_DIVERGED included
+    for s in Status::ALL {
+        assert_eq!(lib.status_name(s.code()), s.name());
+    }
+    assert_eq!(lib.status_name(-26), "FHD_ERR_DIVERGED");
+    assert_eq!(lib.status_name(-27), "FHD_UNKNOWN_STATUS");
 }
 
 #[test]
