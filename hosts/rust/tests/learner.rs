@@ -2,24 +2,9 @@
 //! the newest <repo>/build*/libfoxhunt_dqn.so. No library found is a failure, not a skip.
 use foxhunt_dqn::cartpole::CartPole;
 use foxhunt_dqn::ffi::Status;
-use foxhunt_dqn::{Error, Learner, Library, Transition};
-use std::path::PathBuf;
-use std::sync::Arc;
-
-fn library() -> Arc<Library> {
-    if std::env::var_os("FOXHUNT_DQN_LIBRARY").is_some() {
-        return Library::open(None).expect("FOXHUNT_DQN_LIBRARY");
-    }
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&repo).unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path().join("libfoxhunt_dqn.so")))
-        .filter(|p| p.is_file() && p.parent().unwrap().file_name().unwrap()
-                .to_string_lossy().starts_with("build"))
-        .collect();
-    found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-    let p = found.pop().expect("no libfoxhunt_dqn.so: build it or set FOXHUNT_DQN_LIBRARY");
-    Library::open(Some(&p)).unwrap()
-}
+use foxhunt_dqn::{Error, Learner, Transition};
+mod common;
+use common::library;
 
 const SMALL: &str = r#"{"obs_dim": 4, "actions": [2, 3], "hidden": [16], "batch_size": 8,
                         "learning_starts": 0, "replay_capacity": 1000, "seed": 7,
@@ -71,7 +56,7 @@ fn step_act_metrics_and_shape_checks() {
     let mut updates = 0;
     for t in 0..30 {
         let tr = Transition { rewards: &[1.0, -1.0], terminated: &[t % 7 == 6, false],
-                              truncated: &[false, t % 5 == 4], final_obs: None };
+                              truncated: &[false, t % 5 == 4], final_obs: None, valid: None };
         let s = l.step(&obs, Some(tr), &mut a).unwrap();
         updates += s.updates_done;
     }
@@ -94,7 +79,7 @@ fn step_act_metrics_and_shape_checks() {
     let e = l.step(&obs[..4], None, &mut a).err().unwrap();
     assert_eq!(e, Error::Shape { argument: "obs", expected: 8, got: 4 });
     let bad = Transition { rewards: &[1.0], terminated: &[false, false],
-                           truncated: &[false, false], final_obs: None };
+                           truncated: &[false, false], final_obs: None, valid: None };
     let e = l.step(&obs, Some(bad), &mut a).err().unwrap();
     assert!(matches!(e, Error::Shape { argument: "rewards", .. }), "{:?}", e);
     // a library status names the problem; the learner is unchanged
@@ -114,7 +99,7 @@ fn save_and_load_round_trip() {
     a.step(&obs, None, &mut acts).unwrap();
     for _ in 0..20 {
         let tr = Transition { rewards: &[0.5, 0.25], terminated: &[false, false],
-                              truncated: &[false, false], final_obs: None };
+                              truncated: &[false, false], final_obs: None, valid: None };
         a.step(&obs, Some(tr), &mut acts).unwrap();
     }
     let dir = std::env::temp_dir().join(format!("fhd-rust-{}", std::process::id()));
@@ -150,7 +135,8 @@ fn learns_cartpole_in_rust() {
         let last = r.obs;
         obs = if end { env.reset() } else { r.obs };
         let tr = Transition { rewards: &[r.reward], terminated: &[r.terminated],
-                              truncated: &[r.truncated], final_obs: if end { Some(&last) } else { None } };
+                              truncated: &[r.truncated], final_obs: if end { Some(&last) } else { None },
+                              valid: None };
         l.step(&obs, Some(tr), &mut a).unwrap();
     }
     let mut eval = CartPole::new(99);
