@@ -14,8 +14,10 @@
 //!
 //! The library is `Library::open(path)`'s file (or directory holding libfoxhunt_dqn.so), else
 //! `$FOXHUNT_DQN_LIBRARY` (the same), else `libfoxhunt_dqn.so` on the loader's search path.
-//! Shapes: N = num_envs (or observations in an act call), S = obs_dim, D = branches,
-//! KT = sum of the branches' actions; every slice is row-major.
+//! Shapes: N = num_envs (or observations in an act call), S = values per observation (obs_dim,
+//! or C*H*W of obs_shape), D = branches, KT = sum of the branches' actions; every slice is
+//! row-major. float32 learners take f32 slices (step, act, observe), uint8 learners (obs_dtype
+//! "uint8", ABI minor 1) u8 slices (step_u8, act_u8, observe_u8).
 //!
 //! Threading: a Learner is Send (one thread at a time, as the ABI's [learner] rule says, is
 //! what &mut self gives); it is not Sync. Libraries are shared through Arc.
