@@ -497,7 +497,8 @@ impl Learner {
     /// The agent loop for the N envs (see fhd_step_args), float32 observations: obs (N, S);
     /// `transition` None on the first call (only actions are chosen), else what the envs
     /// returned for the previous actions; actions out (N, D). Returns the training the call
-    /// did.
+    /// did. Err with Status::ErrDiverged: an update on schedule was not applied, but the
+    /// transitions were stored and `actions` holds the chosen actions.
     pub fn step(&mut self, obs: &[f32], transition: Option<Transition>, actions: &mut [i32])
                 -> Result<TrainStats, Error> {
         self.step_obs(obs, transition, actions)

@@ -2,7 +2,7 @@
 //! the newest <repo>/build*/libfoxhunt_dqn.so. No library found is a failure, not a skip.
 use foxhunt_dqn::cartpole::CartPole;
 use foxhunt_dqn::ffi::Status;
-use foxhunt_dqn::{Error, Learner, Transition};
+use foxhunt_dqn::{Error, Learner, Transition, Transitions};
 mod common;
 use common::library;
 
@@ -152,4 +152,38 @@ fn learns_cartpole_in_rust() {
         }
     }
     assert!(total / 5.0 > 100.0, "greedy mean {}", total / 5.0);
+}
+
+#[test]
+fn a_diverged_update_is_status_diverged() {
+    // MSE of a 1e30 return overflows the loss: the update is not applied
+    let cfg = r#"{"obs_dim": 3, "actions": [2, 3], "hidden": [8], "num_envs": 2,
+                  "replay_capacity": 16, "batch_size": 4, "loss": "mse", "seed": 5,
+                  "learning_starts": 4, "train_freq": 2}"#;
+    let mut l = Learner::with_library(library(), cfg).unwrap();
+    let o = [0.1f32, 0.2, 0.3, -0.1, -0.2, -0.3];
+    for _ in 0..4 {
+        l.observe(Transitions { obs: &o, actions: &[0, 1, 1, 2], rewards: &[1e30, -1e30],
+                                next_obs: &o, terminated: &[false; 2], truncated: &[false; 2],
+                                valid: None }).unwrap();
+    }
+    let w = l.tensor("online.torso.0.weight").unwrap();
+    let e = l.train(5).err().unwrap();
+    assert_eq!(e.status(), Some(Status::ErrDiverged), "{}", e);
+    assert!(matches!(e, Error::Status { ref name, .. } if name == "FHD_ERR_DIVERGED"));
+    assert!(e.message().contains("diverged"), "{}", e);
+    assert_eq!(l.tensor("online.torso.0.weight").unwrap(), w);
+    let m = l.metrics().unwrap();
+    assert_eq!(m.get("diverged_updates").unwrap().as_u64(), Some(1));
+    assert_eq!(m.get("updates").unwrap().as_u64(), Some(0));
+    // step diverging on schedule still stores its transitions and chooses actions
+    let mut a = [-1i32; 4];
+    l.step(&o, None, &mut a).unwrap();
+    a = [-1; 4];
+    let tr = Transition { rewards: &[0.0, 0.0], terminated: &[false; 2], truncated: &[false; 2],
+                          final_obs: None, valid: None };
+    let e = l.step(&o, Some(tr), &mut a).err().unwrap();
+    assert_eq!(e.status(), Some(Status::ErrDiverged), "{}", e);
+    assert!(a[0] >= 0 && a[1] >= 0 && a[2] >= 0 && a[3] >= 0, "{:?}", a);
+    assert_eq!(l.metrics().unwrap().get("env_steps").unwrap().as_u64(), Some(10));
 }
