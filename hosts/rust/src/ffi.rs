@@ -74,30 +74,39 @@ status_map! {
     (FHD_OK, Ok, 0, "success"),
     (FHD_ERR_INVALID_ARGUMENT, ErrInvalidArgument, -1, "invalid argument"),
     (FHD_ERR_NULL_POINTER, ErrNullPointer, -2, "a required pointer argument is NULL"),
-    (FHD_ERR_STRUCT_SIZE, ErrStructSize, -3, "struct_size is smaller than any version of the struct"),
+    (FHD_ERR_STRUCT_SIZE, ErrStructSize, -3,
+     "struct_size is smaller than any version of the struct"),
     (FHD_ERR_CONFIG_SYNTAX, ErrConfigSyntax, -4, "the config is not well-formed JSON"),
     (FHD_ERR_CONFIG_UNKNOWN_KEY, ErrConfigUnknownKey, -5, "the config contains an unknown key"),
     (FHD_ERR_CONFIG_TYPE, ErrConfigType, -6, "a config value has the wrong type"),
     (FHD_ERR_CONFIG_RANGE, ErrConfigRange, -7, "a config value is out of its allowed range"),
-    (FHD_ERR_CONFIG_INCONSISTENT, ErrConfigInconsistent, -8, "config values are inconsistent with each other"),
+    (FHD_ERR_CONFIG_INCONSISTENT, ErrConfigInconsistent, -8,
+     "config values are inconsistent with each other"),
     (FHD_ERR_CONFIG_MISSING, ErrConfigMissing, -9, "a required config key is missing"),
-    (FHD_ERR_BACKEND_UNAVAILABLE, ErrBackendUnavailable, -10, "the requested backend is not available on this machine"),
+    (FHD_ERR_BACKEND_UNAVAILABLE, ErrBackendUnavailable, -10,
+     "the requested backend is not available on this machine"),
     (FHD_ERR_OUT_OF_MEMORY, ErrOutOfMemory, -11, "out of memory"),
     (FHD_ERR_NOT_IMPLEMENTED, ErrNotImplemented, -12, "not implemented"),
     (FHD_ERR_BUFFER_TOO_SMALL, ErrBufferTooSmall, -13, "the caller's buffer is too small"),
-    (FHD_ERR_SIZE_MISMATCH, ErrSizeMismatch, -14, "an array size does not match the learner's configuration"),
+    (FHD_ERR_SIZE_MISMATCH, ErrSizeMismatch, -14,
+     "an array size does not match the learner's configuration"),
     (FHD_ERR_NONFINITE, ErrNonfinite, -15, "an input contains NaN or Inf"),
     (FHD_ERR_ACTION_RANGE, ErrActionRange, -16, "an action index is out of range"),
     (FHD_ERR_NOT_READY, ErrNotReady, -17, "not enough data in the replay buffer to train"),
     (FHD_ERR_IO, ErrIo, -18, "file input/output failed"),
-    (FHD_ERR_CHECKPOINT_CORRUPT, ErrCheckpointCorrupt, -19, "the checkpoint is corrupt or not a checkpoint"),
-    (FHD_ERR_CHECKPOINT_MISMATCH, ErrCheckpointMismatch, -20, "the checkpoint does not match the learner's config"),
-    (FHD_ERR_CHECKPOINT_VERSION, ErrCheckpointVersion, -21, "the checkpoint format version is not supported"),
-    (FHD_ERR_UNSUPPORTED_VERSION, ErrUnsupportedVersion, -22, "the requested ABI version is not supported"),
+    (FHD_ERR_CHECKPOINT_CORRUPT, ErrCheckpointCorrupt, -19,
+     "the checkpoint is corrupt or not a checkpoint"),
+    (FHD_ERR_CHECKPOINT_MISMATCH, ErrCheckpointMismatch, -20,
+     "the checkpoint does not match the learner's config"),
+    (FHD_ERR_CHECKPOINT_VERSION, ErrCheckpointVersion, -21,
+     "the checkpoint format version is not supported"),
+    (FHD_ERR_UNSUPPORTED_VERSION, ErrUnsupportedVersion, -22,
+     "the requested ABI version is not supported"),
     (FHD_ERR_NOT_FOUND, ErrNotFound, -23, "no such item"),
     (FHD_ERR_DEVICE, ErrDevice, -24, "a device (CUDA) call failed"),
     (FHD_ERR_INTERNAL, ErrInternal, -25, "internal error"),
-    (FHD_ERR_DIVERGED, ErrDiverged, -26, "training diverged: an update or the state would be NaN or Inf"),
+    (FHD_ERR_DIVERGED, ErrDiverged, -26,
+     "training diverged: an update or the state would be NaN or Inf"),
 }
 
 /// fhd_error: filled by init and get_api.
@@ -317,8 +326,10 @@ mod offsets {
     // minor 1
     const _: () = assert!(offset_of!(FhdApiV1, obs_info) == 152, "fhd_api_v1 minor 1 layout");
     const _: () = assert!(offset_of!(FhdActArgs, obs_u8) == 40, "fhd_act_args minor 1 layout");
-    const _: () = assert!(offset_of!(FhdTransitions, obs_u8) == 56, "fhd_transitions minor 1 layout");
-    const _: () = assert!(offset_of!(FhdTransitions, valid) == 72, "fhd_transitions minor 1 layout");
+    const _: () = assert!(offset_of!(FhdTransitions, obs_u8) == 56,
+                          "fhd_transitions minor 1 layout");
+    const _: () = assert!(offset_of!(FhdTransitions, valid) == 72,
+                          "fhd_transitions minor 1 layout");
     const _: () = assert!(offset_of!(FhdStepArgs, obs_u8) == 64, "fhd_step_args minor 1 layout");
     const _: () = assert!(offset_of!(FhdStepArgs, valid) == 80, "fhd_step_args minor 1 layout");
     const _: () = assert!(offset_of!(FhdBatch, obs_u8) == 80, "fhd_batch minor 1 layout");

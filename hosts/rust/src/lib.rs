@@ -89,7 +89,7 @@ impl Error {
             }
             Error::InvalidString { argument } => format!("{}: contains a NUL byte", argument),
             Error::Unsupported { feature, abi_minor } => {
-                format!("{} need ABI minor 1 (obs_info); the library's table is minor {}",
+                format!("{}: needs ABI minor 1 (obs_info); the library's table is minor {}",
                         feature, abi_minor)
             }
         }
@@ -139,7 +139,7 @@ pub struct Library {
     /// a copy of the library's table: the bytes inside its struct_size, the members past it
     /// None (so a member is Some exactly when FHD_API_HAS says it exists)
     api: ffi::FhdApiV1,
-    /// the table's struct_size (bytes of it this host reads)
+    /// bytes of the table this host reads: its struct_size, at most the minor-1 table's 160
     pub table_size: usize,
     pub path: PathBuf,
     pub version: String,
@@ -230,10 +230,8 @@ impl Library {
             });
         }
         let size = size.min(std::mem::size_of::<ffi::FhdApiV1>()).min(table_size.max(need));
-        unsafe {
-            ptr::copy_nonoverlapping(api as *const u8, &mut lib.api as *mut ffi::FhdApiV1 as *mut u8,
-                                     size)
-        };
+        let dst = &mut lib.api as *mut ffi::FhdApiV1 as *mut u8;
+        unsafe { ptr::copy_nonoverlapping(api as *const u8, dst, size) };
         lib.api.struct_size = size as u32;
         lib.table_size = size;
         lib.abi_minor = if lib.api.obs_info.is_none() { 0 } else { minor };
@@ -409,7 +407,11 @@ impl Learner {
             l.check(unsafe { f(l.h, &mut i) })?;
             let rank = (i.rank as usize).min(3);
             l.obs_info = Some(ObsInfo {
-                dtype: if i.dtype == ffi::FHD_OBS_DTYPE_UINT8 { ObsDtype::U8 } else { ObsDtype::F32 },
+                dtype: if i.dtype == ffi::FHD_OBS_DTYPE_UINT8 {
+                    ObsDtype::U8
+                } else {
+                    ObsDtype::F32
+                },
                 shape: i.shape[..rank].iter().map(|&x| x as usize).collect(),
                 size: i.size as usize,
                 frame_stack: i.frame_stack as usize,

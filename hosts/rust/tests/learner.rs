@@ -135,8 +135,8 @@ fn learns_cartpole_in_rust() {
         let last = r.obs;
         obs = if end { env.reset() } else { r.obs };
         let tr = Transition { rewards: &[r.reward], terminated: &[r.terminated],
-                              truncated: &[r.truncated], final_obs: if end { Some(&last) } else { None },
-                              valid: None };
+                              truncated: &[r.truncated],
+                              final_obs: if end { Some(&last) } else { None }, valid: None };
         l.step(&obs, Some(tr), &mut a).unwrap();
     }
     let mut eval = CartPole::new(99);
