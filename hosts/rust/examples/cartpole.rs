@@ -38,6 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             terminated: &[r.terminated],
             truncated: &[r.truncated],
             final_obs: if ended { Some(&final_obs) } else { None },
+            valid: None,
         };
         learner.step(&obs, Some(tr), &mut action)?;
         if ended {

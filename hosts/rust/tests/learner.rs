@@ -1,24 +1,10 @@
 //! The safe wrapper against the real library: $FOXHUNT_DQN_LIBRARY (file or directory), else
 //! the newest <repo>/build*/libfoxhunt_dqn.so. No library found is a failure, not a skip.
 use foxhunt_dqn::cartpole::CartPole;
-use foxhunt_dqn::{Error, Learner, Library, Transition};
-use std::path::PathBuf;
-use std::sync::Arc;
-
-fn library() -> Arc<Library> {
-    if std::env::var_os("FOXHUNT_DQN_LIBRARY").is_some() {
-        return Library::open(None).expect("FOXHUNT_DQN_LIBRARY");
-    }
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&repo).unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path().join("libfoxhunt_dqn.so")))
-        .filter(|p| p.is_file() && p.parent().unwrap().file_name().unwrap()
-                .to_string_lossy().starts_with("build"))
-        .collect();
-    found.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-    let p = found.pop().expect("no libfoxhunt_dqn.so: build it or set FOXHUNT_DQN_LIBRARY");
-    Library::open(Some(&p)).unwrap()
-}
+use foxhunt_dqn::ffi::Status;
+use foxhunt_dqn::{Error, Learner, Transition, Transitions};
+mod common;
+use common::library;
 
 const SMALL: &str = r#"{"obs_dim": 4, "actions": [2, 3], "hidden": [16], "batch_size": 8,
                         "learning_starts": 0, "replay_capacity": 1000, "seed": 7,
@@ -30,6 +16,14 @@ fn library_negotiates_major_1() {
     assert_eq!(lib.version, "0.1.0");
     assert!(lib.manifest().contains("\"entry_symbol\""));
     assert_eq!(lib.status_name(-7), "FHD_ERR_CONFIG_RANGE");
+    assert!(lib.has_minor_1());
+    assert_eq!((lib.abi_minor, lib.table_size), (1, 160));
+    // the crate's status map is the library's, FHD_ERR_DIVERGED included
+    for s in Status::ALL {
+        assert_eq!(lib.status_name(s.code()), s.name());
+    }
+    assert_eq!(lib.status_name(-26), "FHD_ERR_DIVERGED");
+    assert_eq!(lib.status_name(-27), "FHD_UNKNOWN_STATUS");
 }
 
 #[test]
@@ -62,7 +56,7 @@ fn step_act_metrics_and_shape_checks() {
     let mut updates = 0;
     for t in 0..30 {
         let tr = Transition { rewards: &[1.0, -1.0], terminated: &[t % 7 == 6, false],
-                              truncated: &[false, t % 5 == 4], final_obs: None };
+                              truncated: &[false, t % 5 == 4], final_obs: None, valid: None };
         let s = l.step(&obs, Some(tr), &mut a).unwrap();
         updates += s.updates_done;
     }
@@ -85,7 +79,7 @@ fn step_act_metrics_and_shape_checks() {
     let e = l.step(&obs[..4], None, &mut a).err().unwrap();
     assert_eq!(e, Error::Shape { argument: "obs", expected: 8, got: 4 });
     let bad = Transition { rewards: &[1.0], terminated: &[false, false],
-                           truncated: &[false, false], final_obs: None };
+                           truncated: &[false, false], final_obs: None, valid: None };
     let e = l.step(&obs, Some(bad), &mut a).err().unwrap();
     assert!(matches!(e, Error::Shape { argument: "rewards", .. }), "{:?}", e);
     // a library status names the problem; the learner is unchanged
@@ -105,7 +99,7 @@ fn save_and_load_round_trip() {
     a.step(&obs, None, &mut acts).unwrap();
     for _ in 0..20 {
         let tr = Transition { rewards: &[0.5, 0.25], terminated: &[false, false],
-                              truncated: &[false, false], final_obs: None };
+                              truncated: &[false, false], final_obs: None, valid: None };
         a.step(&obs, Some(tr), &mut acts).unwrap();
     }
     let dir = std::env::temp_dir().join(format!("fhd-rust-{}", std::process::id()));
@@ -141,7 +135,8 @@ fn learns_cartpole_in_rust() {
         let last = r.obs;
         obs = if end { env.reset() } else { r.obs };
         let tr = Transition { rewards: &[r.reward], terminated: &[r.terminated],
-                              truncated: &[r.truncated], final_obs: if end { Some(&last) } else { None } };
+                              truncated: &[r.truncated],
+                              final_obs: if end { Some(&last) } else { None }, valid: None };
         l.step(&obs, Some(tr), &mut a).unwrap();
     }
     let mut eval = CartPole::new(99);
@@ -157,4 +152,38 @@ fn learns_cartpole_in_rust() {
         }
     }
     assert!(total / 5.0 > 100.0, "greedy mean {}", total / 5.0);
+}
+
+#[test]
+fn a_diverged_update_is_status_diverged() {
+    // MSE of a 1e30 return overflows the loss: the update is not applied
+    let cfg = r#"{"obs_dim": 3, "actions": [2, 3], "hidden": [8], "num_envs": 2,
+                  "replay_capacity": 16, "batch_size": 4, "loss": "mse", "seed": 5,
+                  "learning_starts": 4, "train_freq": 2}"#;
+    let mut l = Learner::with_library(library(), cfg).unwrap();
+    let o = [0.1f32, 0.2, 0.3, -0.1, -0.2, -0.3];
+    for _ in 0..4 {
+        l.observe(Transitions { obs: &o, actions: &[0, 1, 1, 2], rewards: &[1e30, -1e30],
+                                next_obs: &o, terminated: &[false; 2], truncated: &[false; 2],
+                                valid: None }).unwrap();
+    }
+    let w = l.tensor("online.torso.0.weight").unwrap();
+    let e = l.train(5).err().unwrap();
+    assert_eq!(e.status(), Some(Status::ErrDiverged), "{}", e);
+    assert!(matches!(e, Error::Status { ref name, .. } if name == "FHD_ERR_DIVERGED"));
+    assert!(e.message().contains("diverged"), "{}", e);
+    assert_eq!(l.tensor("online.torso.0.weight").unwrap(), w);
+    let m = l.metrics().unwrap();
+    assert_eq!(m.get("diverged_updates").unwrap().as_u64(), Some(1));
+    assert_eq!(m.get("updates").unwrap().as_u64(), Some(0));
+    // step diverging on schedule still stores its transitions and chooses actions
+    let mut a = [-1i32; 4];
+    l.step(&o, None, &mut a).unwrap();
+    a = [-1; 4];
+    let tr = Transition { rewards: &[0.0, 0.0], terminated: &[false; 2], truncated: &[false; 2],
+                          final_obs: None, valid: None };
+    let e = l.step(&o, Some(tr), &mut a).err().unwrap();
+    assert_eq!(e.status(), Some(Status::ErrDiverged), "{}", e);
+    assert!(a[0] >= 0 && a[1] >= 0 && a[2] >= 0 && a[3] >= 0, "{:?}", a);
+    assert_eq!(l.metrics().unwrap().get("env_steps").unwrap().as_u64(), Some(10));
 }
