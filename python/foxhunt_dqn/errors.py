@@ -114,6 +114,13 @@ class DeviceError(FoxhuntError, RuntimeError):
     """FHD_ERR_DEVICE: a CUDA call failed."""
 
 
+class DivergedError(FoxhuntError, ArithmeticError):
+    """FHD_ERR_DIVERGED: an update's loss or gradient norm (or the learner's state) would be
+    NaN or Inf. That update was not applied; updates before it in the same call were, and
+    step() still stored its transitions and chose its actions (see the header). From
+    save(): the state holds NaN/Inf and no file was written."""
+
+
 class InternalError(FoxhuntError, RuntimeError):
     """FHD_ERR_INTERNAL and unknown status codes."""
 
@@ -144,6 +151,7 @@ _BY_CODE = {
     _abi.ERR_NOT_FOUND: NotFound,
     _abi.ERR_DEVICE: DeviceError,
     _abi.ERR_INTERNAL: InternalError,
+    _abi.ERR_DIVERGED: DivergedError,
 }
 
 

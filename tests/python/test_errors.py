@@ -455,3 +455,23 @@ print("alive")
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "alive"
+
+
+def test_diverged_update_raises_diverged_error(make_learner, rng):
+    """FHD_ERR_DIVERGED (ABI minor 1): an update whose MSE loss would be Inf is not applied;
+    the exception carries the library's message and the learner is unchanged."""
+    learner = make_learner(loss="mse")
+    b = learner.batch_size
+    obs = rng.standard_normal((b, 4)).astype(np.float32)
+    rewards = np.zeros(b, np.float32)
+    rewards[1] = 1e30
+    before = learner.get_tensor("online.torso.0.weight")
+    with pytest.raises(foxhunt_dqn.DivergedError) as ei:
+        learner.train_batch(obs, np.zeros(b, np.int32), rewards, obs, np.zeros(b, bool))
+    err = ei.value
+    assert err.code == _abi.ERR_DIVERGED == -26
+    assert err.name == learner.library.status_name(-26) == "FHD_ERR_DIVERGED"
+    assert "diverged" in err.message and "not applied" in err.message
+    assert learner.metrics()["diverged_updates"] == 1 and learner.metrics()["updates"] == 0
+    np.testing.assert_array_equal(learner.get_tensor("online.torso.0.weight"), before)
+    assert isinstance(make_error(-26, "FHD_ERR_DIVERGED", "x"), ArithmeticError)
