@@ -163,6 +163,64 @@ def test_async_vector_env_next_step(library, tmp_path):
     vec.close()
 
 
+def expected_transitions(vec):
+    """Every genuine env step of the CountEnvs of `vec`, as sorted rows (ep, t, env, action,
+    discount): from [ep, t, env] to [ep, t + 1, env] with the action the env received."""
+    rows = []
+    for env in vec.envs:
+        ep, t = 0, 0
+        for a in env.actions:
+            end = t + 1 == 2 + (ep + env.env_id) % 3
+            disc = 0.0 if end and ep % 2 == 0 else 0.99
+            rows.append((ep, t, env.env_id, int(a), disc))
+            ep, t = (ep + 1, 0) if end else (ep, t + 1)
+    return sorted(rows)
+
+
+def test_next_step_with_valid_stores_exactly_the_genuine_transitions(library, tmp_path):
+    """NEXT_STEP on ABI 1.1: Learner.step with the valid mask (no Python queues) stores one
+    transition per genuine env step, with its action, and none for the reset calls."""
+    if not library.has_minor1:
+        pytest.skip("the library is ABI minor 0")
+    vec = SyncVectorEnv([lambda i=i: CountEnv(i) for i in range(3)],
+                        autoreset_mode=AutoresetMode.NEXT_STEP)
+    with DQN(vec, library=library, **SMALL) as m:
+        m.learn(200)
+        assert not m._rollout.queued and not any(m._rollout.queues)
+        assert m.learner.metrics()["updates"] > 0  # Learner.step trained on its schedule
+        path = m.save(tmp_path / "r", include_replay=True)
+        t = load_file(str(path))
+        n = int(t["replay.size"])
+        obs, nxt = t["replay.obs"][:n], t["replay.next_obs"][:n]
+        check_transitions(obs, nxt, t["replay.discounts"][:n], t["replay.returns"][:n])
+        got = sorted((int(o[0]), int(o[1]), int(o[2]), int(a[0]), float(np.round(d, 6)))
+                     for o, a, d in zip(obs, t["replay.actions"][:n], t["replay.discounts"][:n]))
+        want = expected_transitions(vec)
+        assert n == m.num_timesteps == len(want)
+        assert got == [(e, s, i, a, float(np.float32(d))) for e, s, i, a, d in want]
+    vec.close()
+
+
+def test_next_step_on_an_abi_1_0_library_uses_the_queues(library, tmp_path, monkeypatch):
+    """With a library without the valid mask (a 1.0 table: simulated by the binding's
+    has_minor1 and the 1.0 struct sizes) NEXT_STEP goes through the Python queues."""
+    monkeypatch.setattr(library, "has_minor1", False)
+    vec = SyncVectorEnv([lambda i=i: CountEnv(i) for i in range(3)],
+                        autoreset_mode=AutoresetMode.NEXT_STEP)
+    with DQN(vec, library=library, **SMALL) as m:
+        assert m.learner._step_args.struct_size == foxhunt_dqn._abi.STEP_ARGS_SIZE_V1_0
+        with pytest.raises(foxhunt_dqn.NotImplementedByLibrary, match="ABI 1.1"):
+            m.learner.observe(np.zeros((3, 3)), [0, 0, 0], [0, 0, 0], np.zeros((3, 3)),
+                              [0, 0, 0], [0, 0, 0], valid=[1, 1, 1])
+        m.learn(300)
+        assert m._rollout.queued
+        obs, nxt, disc, ret = replay_rows(m, tmp_path)
+        check_transitions(obs, nxt, disc, ret)
+        assert len(obs) + sum(len(q) for q in m._rollout.queues) == m.num_timesteps
+        assert m.learner.metrics()["updates"] > 0
+    vec.close()
+
+
 def test_make_vec_same_step_cartpole(library):
     vec = gymnasium.make_vec("CartPole-v1", 2, "sync",
                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
