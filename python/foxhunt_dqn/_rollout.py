@@ -1,6 +1,8 @@
 """The env loop of foxhunt_dqn.DQN: one Gymnasium vector env (N envs) driving one Learner.
 
 Shapes: N envs, S = obs_dim, D branches. Each iteration is one call of vec.step (N env steps).
+Observations go to the learner as space.learner_obs gives them: (N, S) float32, or (N, C, H, W)
+uint8 for an image space (foxhunt_dqn.gym.SpaceMap).
 
 Where transitions and actions come from
   SAME_STEP / DISABLED vector envs, after the warm-up: Learner.step does everything in one call
@@ -14,8 +16,9 @@ Where transitions and actions come from
   here too, with the per-env valid mask false for the envs whose call is such a reset (no
   transition stored; the reset observation becomes the env's previous observation); in the
   warm-up Learner.observe takes the same mask.
-  NEXT_STEP with an ABI 1.0 library (no valid mask): transitions are queued per env in Python and handed to Learner.observe one from each env at a time (each
-  env's stream keeps its order, so n-step returns stay per episode); the learner's schedule
+  NEXT_STEP with an ABI 1.0 library (no valid mask): transitions are queued per env in
+  Python and handed to Learner.observe one from each env at a time (each env's stream keeps
+  its order, so n-step returns stay per episode); the learner's schedule
   (learning_starts, train_freq, gradient_steps) is applied here with Learner.train, and actions
   come from Learner.act. An env with fewer episode ends than another lags it by the difference
   in the queue; queued transitions that are not yet in the learner are not saved.
@@ -59,7 +62,7 @@ class Rollout:
         self.starts = int(cfg["learning_starts"])
         self.batch = int(cfg["batch_size"])
         self.capacity = int(cfg["replay_capacity"])
-        self.obs = None           # (N, S) float32 observations to act on
+        self.obs = None           # (N, S) float32 or (N, C, H, W) uint8 observations to act on
         self.actions = None       # (N, D) int32 actions for them
         self.stepping = False     # Learner.step has seen the previous call (rewards may follow)
         self.resetting = np.zeros(self.n, bool)  # NEXT_STEP: this env's next call is a reset
@@ -73,7 +76,7 @@ class Rollout:
 
     def reset(self, seed=None):
         obs, _ = self.vec.reset(seed=seed)
-        self.obs = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
+        self.obs = self.space.learner_obs(obs)
         self.stepping = False
         self.resetting[:] = False
         for q in self.queues:
@@ -131,7 +134,7 @@ class Rollout:
         term = np.asarray(term, dtype=bool)
         trunc = np.asarray(trunc, dtype=bool)
         done = term | trunc
-        o = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
+        o = self.space.learner_obs(obs)
         if self.queued:
             return self._step_next(prev_obs, act, o, rew, term, trunc, done)
         if self.next_step:
@@ -143,10 +146,10 @@ class Rollout:
                 nxt = o.copy()
                 final = infos["final_obs"]
                 for i in np.flatnonzero(done):
-                    nxt[i] = np.asarray(final[i], dtype=np.float32).reshape(-1)
+                    nxt[i] = self.space.learner_obs(np.asarray(final[i])[None])[0]
             else:  # DISABLED: obs holds the last observations; reset the ended envs here
                 obs, _ = self.vec.reset(options={"reset_mask": done})
-                o = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
+                o = self.space.learner_obs(obs)
         self.env_steps += self.n
         if self.stepping:
             stats = self.learner._step_stats
