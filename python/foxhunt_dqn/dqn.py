@@ -420,7 +420,10 @@ def evaluate_policy(model, env, n_eval_episodes=10, deterministic=True, render=F
     vec, owned = _vector_env(env)
     try:
         n = int(vec.num_envs)
-        images = getattr(getattr(model, "space", None), "image", False)
+        if hasattr(model, "space"):  # a DQN
+            images = model.space.image
+        else:  # a bare Learner: images when it takes uint8
+            images = model.obs_dtype == np.uint8
         space = SpaceMap(vec.single_observation_space, vec.single_action_space, images=images)
         mode = autoreset_mode(vec)
         targets = np.array([(n_eval_episodes + i) // n for i in range(n)], np.int64)

@@ -185,3 +185,26 @@ def test_valid_on_a_float_learner_and_strict(make_learner, rng, tmp_path):
             S.act(f.astype(np.float32))
     finally:
         S.close()
+
+
+def test_evaluate_policy_with_a_bare_uint8_learner(make_learner):
+    gymnasium = pytest.importorskip("gymnasium")
+    from gymnasium import spaces
+
+    class Frames(gymnasium.Env):
+        observation_space = spaces.Box(0, 255, (2, 6, 6), np.uint8)
+        action_space = spaces.Discrete(3)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return np.full((2, 6, 6), 10, np.uint8), {}
+
+        def step(self, action):
+            self.t += 1
+            return np.full((2, 6, 6), 10 * self.t, np.uint8), 1.0, self.t >= 4, False, {}
+
+    L = make_learner(IMAGE)
+    returns, lengths = foxhunt_dqn.evaluate_policy(L, Frames(), n_eval_episodes=2,
+                                                   return_episode_rewards=True)
+    assert returns == [4.0, 4.0] and lengths == [4, 4]
