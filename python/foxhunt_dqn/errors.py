@@ -117,8 +117,11 @@ class DeviceError(FoxhuntError, RuntimeError):
 class DivergedError(FoxhuntError, ArithmeticError):
     """FHD_ERR_DIVERGED: an update's loss or gradient norm (or the learner's state) would be
     NaN or Inf. That update was not applied; updates before it in the same call were, and
-    step() still stored its transitions and chose its actions (see the header). From
-    save(): the state holds NaN/Inf and no file was written."""
+    step() still stored its transitions and chose its actions (see the header): from
+    Learner.step, ``actions`` holds them (as step would have returned them), else None.
+    From save(): the state holds NaN/Inf and no file was written."""
+
+    actions = None
 
 
 class InternalError(FoxhuntError, RuntimeError):

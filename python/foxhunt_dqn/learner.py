@@ -511,10 +511,19 @@ class Learner:
             if out is not None:
                 args.actions = self._st_addr["act"]
             if rc != _abi.OK:
-                raise self._fail(rc)
+                raise self._step_fail(rc, out if out is not None else (
+                    self._st_act[0].copy() if single else self._st_act.copy()))
             if out is not None:
                 return out
             return self._st_act[0].copy() if single else self._st_act.copy()
+
+    def _step_fail(self, rc, actions):
+        """The exception of a failed step; FHD_ERR_DIVERGED carries the actions the call
+        still chose (its transitions were stored too): DivergedError.actions."""
+        exc = self._fail(rc)
+        if rc == _abi.ERR_DIVERGED:
+            exc.actions = actions
+        return exc
 
     def _stage_obs(self, x, name, buf, key):
         """Point step's `name` field at observations x: (N, S), or (S,) when N == 1. Returns
@@ -662,7 +671,7 @@ class Learner:
             args.valid = None
             self._step_valid = False
             if rc != _abi.OK:
-                raise self._fail(rc)
+                raise self._step_fail(rc, actions)
         return actions
 
     @property
