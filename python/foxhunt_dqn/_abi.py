@@ -1,4 +1,4 @@
-"""ctypes mirror of abi/foxhunt_dqn.h (ABI major 1, minor 0).
+"""ctypes mirror of abi/foxhunt_dqn.h (ABI major 1, minor 1).
 
 Every structure follows the header field by field, in header order. Data pointers inside the
 argument structs are declared as ``c_void_p`` (same size and alignment as the header's
@@ -7,6 +7,12 @@ comment next to each field gives the C type and shape.
 
 The sizes and offsets locked by the header's static_asserts are checked at import time, so a
 mistake in this file fails loudly instead of corrupting memory.
+
+Minor 1 appended fields to the argument structs (the uint8 observation pointers ``*_u8`` and
+the per-env ``valid`` mask) and the table member ``obs_info``. The structs here are the
+minor-1 layouts; a minor-0 library reads only its own smaller struct versions, so the binding
+sets the minor-1 fields only when the table holds ``obs_info`` (``has_member``, the header's
+FHD_API_HAS). The minor-0 sizes are kept below for that check and for tests.
 """
 
 import ctypes
@@ -24,7 +30,7 @@ from ctypes import (
 )
 
 ABI_MAJOR = 1
-ABI_MINOR = 0
+ABI_MINOR = 1
 ENTRY_SYMBOL = "fhd_get_api_base"
 
 ERROR_PATH_MAX = 256
@@ -60,6 +66,18 @@ ERR_UNSUPPORTED_VERSION = -22
 ERR_NOT_FOUND = -23
 ERR_DEVICE = -24
 ERR_INTERNAL = -25
+ERR_DIVERGED = -26
+
+# fhd_obs_info.dtype
+OBS_DTYPE_FLOAT32 = 0
+OBS_DTYPE_UINT8 = 1
+
+# Sizes of the minor-0 argument structs and table (FHD_*_SIZE_V1_0, FHD_API_V1_SIZE_MINOR_0).
+ACT_ARGS_SIZE_V1_0 = 40
+TRANSITIONS_SIZE_V1_0 = 56
+STEP_ARGS_SIZE_V1_0 = 64
+BATCH_SIZE_V1_0 = 80
+API_V1_SIZE_MINOR_0 = 152
 
 
 class FhdError(Structure):
@@ -90,6 +108,8 @@ class FhdActArgs(Structure):
         ("q_values", c_void_p),  # float * optional out (N, KT)
         ("explore", c_uint32),
         ("reserved", c_uint32),
+        # minor 1
+        ("obs_u8", c_void_p),  # const uint8_t * (N, S) (obs_dtype uint8; then obs is NULL)
     ]
 
 
@@ -103,6 +123,10 @@ class FhdTransitions(Structure):
         ("next_obs", c_void_p),  # const float * (N, S)
         ("terminated", c_void_p),  # const uint8_t * (N)
         ("truncated", c_void_p),  # const uint8_t * (N)
+        # minor 1
+        ("obs_u8", c_void_p),  # const uint8_t * (N, S) (then obs is NULL)
+        ("next_obs_u8", c_void_p),  # const uint8_t * (N, S) (then next_obs is NULL)
+        ("valid", c_void_p),  # const uint8_t * optional (N) 0/1; NULL: every env is valid
     ]
 
 
@@ -139,6 +163,10 @@ class FhdStepArgs(Structure):
         ("final_obs", c_void_p),  # const float * optional (N, S)
         ("actions", c_void_p),  # int32_t * out (N, D)
         ("stats", POINTER(FhdTrainStats)),  # fhd_train_stats * optional out
+        # minor 1
+        ("obs_u8", c_void_p),  # const uint8_t * (N, S) (then obs is NULL)
+        ("final_obs_u8", c_void_p),  # const uint8_t * optional (N, S) (then final_obs NULL)
+        ("valid", c_void_p),  # const uint8_t * optional (N) 0/1; NULL: every env is valid
     ]
 
 
@@ -155,6 +183,9 @@ class FhdBatch(Structure):
         ("weights", c_void_p),  # const float * optional (B)
         ("td_errors", c_void_p),  # float * optional out (B, D)
         ("targets", c_void_p),  # float * optional out (B)
+        # minor 1
+        ("obs_u8", c_void_p),  # const uint8_t * (B, S) (then obs is NULL)
+        ("next_obs_u8", c_void_p),  # const uint8_t * (B, S) (then next_obs is NULL)
     ]
 
 
@@ -165,6 +196,21 @@ class FhdTensorInfo(Structure):
         ("shape", c_uint64 * 4),
         ("count", c_uint64),
         ("name", c_char * 96),
+    ]
+
+
+class FhdObsInfo(Structure):
+    """fhd_obs_info (minor 1): the learner's observation dtype, shape and scale."""
+
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("dtype", c_uint32),  # OBS_DTYPE_FLOAT32 or OBS_DTYPE_UINT8
+        ("rank", c_uint32),  # 1 (flat, shape[0] = S) or 3 (image, shape = C, H, W)
+        ("shape", c_uint32 * 3),
+        ("size", c_uint32),  # S
+        ("frame_stack", c_uint32),
+        ("scale", ctypes.c_float),
+        ("reserved", c_uint32),
     ]
 
 
@@ -202,10 +248,11 @@ CheckpointFn = CFUNCTYPE(c_int32, LearnerHandle, c_char_p, c_uint32)
 TensorInfoFn = CFUNCTYPE(c_int32, LearnerHandle, c_uint32, POINTER(FhdTensorInfo))
 TensorReadFn = CFUNCTYPE(c_int32, LearnerHandle, c_char_p, c_void_p, c_uint64)
 TensorWriteFn = CFUNCTYPE(c_int32, LearnerHandle, c_char_p, c_void_p, c_uint64)
+ObsInfoFn = CFUNCTYPE(c_int32, LearnerHandle, POINTER(FhdObsInfo))
 
 
 class FhdApiV1(Structure):
-    """fhd_api_v1, minor 0: the function table, in header order."""
+    """fhd_api_v1, minor 1: the function table, in header order."""
 
     _fields_ = [
         ("struct_size", c_uint32),
@@ -229,17 +276,28 @@ class FhdApiV1(Structure):
         ("tensor_info", TensorInfoFn),
         ("tensor_read", TensorReadFn),
         ("tensor_write", TensorWriteFn),
+        # minor 1
+        ("obs_info", ObsInfoFn),
     ]
 
 
-# Members of the table this binding calls (all from minor 0).
+# Members of the table this binding calls.
 API_MEMBERS = tuple(name for name, _ in FhdApiV1._fields_[4:])
+# Members added after minor 0: used only where the library's table holds them (has_member).
+OPTIONAL_MEMBERS = ("obs_info",)
+# Members every library of major 1 has: the binding refuses a table without them.
+REQUIRED_MEMBERS = tuple(m for m in API_MEMBERS if m not in OPTIONAL_MEMBERS)
 
 
 def member_end(name):
     """Byte offset just past table member `name` (FHD_API_HAS)."""
     field = getattr(FhdApiV1, name)
     return field.offset + field.size
+
+
+def has_member(table_size, name):
+    """FHD_API_HAS: whether a table of `table_size` bytes holds member `name`."""
+    return table_size >= member_end(name)
 
 
 def _check_layout():
@@ -249,12 +307,23 @@ def _check_layout():
         (FhdApiV1.manifest.offset, 16, "offsetof(fhd_api_v1, manifest)"),
         (FhdApiV1.init.offset, 40, "offsetof(fhd_api_v1, init)"),
         (FhdApiV1.tensor_write.offset, 144, "offsetof(fhd_api_v1, tensor_write)"),
-        (ctypes.sizeof(FhdApiV1), 152, "sizeof(fhd_api_v1)"),
+        (FhdApiV1.obs_info.offset, API_V1_SIZE_MINOR_0, "offsetof(fhd_api_v1, obs_info)"),
+        (ctypes.sizeof(FhdApiV1), 160, "sizeof(fhd_api_v1)"),
         (ctypes.sizeof(FhdError), 784, "sizeof(fhd_error)"),
         (FhdStepArgs.stats.offset, 56, "offsetof(fhd_step_args, stats)"),
         (FhdBatch.targets.offset, 72, "offsetof(fhd_batch, targets)"),
-        (ctypes.sizeof(FhdActArgs), 40, "sizeof(fhd_act_args)"),
-        (ctypes.sizeof(FhdTransitions), 56, "sizeof(fhd_transitions)"),
+        (FhdActArgs.obs_u8.offset, ACT_ARGS_SIZE_V1_0, "offsetof(fhd_act_args, obs_u8)"),
+        (ctypes.sizeof(FhdActArgs), 48, "sizeof(fhd_act_args)"),
+        (FhdTransitions.obs_u8.offset, TRANSITIONS_SIZE_V1_0,
+         "offsetof(fhd_transitions, obs_u8)"),
+        (FhdTransitions.valid.offset, 72, "offsetof(fhd_transitions, valid)"),
+        (ctypes.sizeof(FhdTransitions), 80, "sizeof(fhd_transitions)"),
+        (FhdStepArgs.obs_u8.offset, STEP_ARGS_SIZE_V1_0, "offsetof(fhd_step_args, obs_u8)"),
+        (FhdStepArgs.valid.offset, 80, "offsetof(fhd_step_args, valid)"),
+        (ctypes.sizeof(FhdStepArgs), 88, "sizeof(fhd_step_args)"),
+        (FhdBatch.obs_u8.offset, BATCH_SIZE_V1_0, "offsetof(fhd_batch, obs_u8)"),
+        (ctypes.sizeof(FhdBatch), 96, "sizeof(fhd_batch)"),
+        (ctypes.sizeof(FhdObsInfo), 40, "sizeof(fhd_obs_info)"),
         (ctypes.sizeof(FhdTrainStats), 32, "sizeof(fhd_train_stats)"),
         (ctypes.sizeof(FhdTensorInfo), 144, "sizeof(fhd_tensor_info)"),
     ]

@@ -178,6 +178,9 @@ def output(out, name, dtype, shape):
     return out
 
 
+finish = _finish
+
+
 def address(a):
     """Address of an array's first element (its data pointer)."""
     return a.ctypes.data

@@ -123,9 +123,9 @@ class Library:
                 "FHD_ERR_UNSUPPORTED_VERSION",
                 f"get_api({_abi.ABI_MAJOR}) returned a table of ABI major {major}",
             )
-        need = max(_abi.member_end(m) for m in _abi.API_MEMBERS)
+        need = max(_abi.member_end(m) for m in _abi.REQUIRED_MEMBERS)
         if size < need:
-            missing = [m for m in _abi.API_MEMBERS if _abi.member_end(m) > size]
+            missing = [m for m in _abi.REQUIRED_MEMBERS if _abi.member_end(m) > size]
             raise LibraryError(
                 _abi.ERR_STRUCT_SIZE,
                 "FHD_ERR_STRUCT_SIZE",
@@ -135,8 +135,12 @@ class Library:
         self.api = _abi.FhdApiV1.from_address(api_addr)
         self.abi_major = int(self.api.abi_major)
         self.abi_minor = int(self.api.abi_minor)
+        self.table_size = size
+        # Minor 1 (FHD_API_HAS(api, obs_info)): the library has obs_info and reads the
+        # trailing *_u8 and valid fields of the argument structs.
+        self.has_minor1 = _abi.has_member(size, "obs_info")
         # Cache the function objects: reading a CFUNCTYPE field builds a new object each time.
-        self.fn = _Functions(self.api)
+        self.fn = _Functions(self.api, size)
         self._manifest_text = None
 
     def status_name(self, code):
@@ -164,9 +168,11 @@ class Library:
 class _Functions:
     __slots__ = _abi.API_MEMBERS
 
-    def __init__(self, api):
+    def __init__(self, api, table_size):
+        # A member the table does not hold is None: it is never read past the table's end.
         for name in _abi.API_MEMBERS:
-            setattr(self, name, getattr(api, name))
+            present = _abi.has_member(table_size, name)
+            setattr(self, name, getattr(api, name) if present else None)
 
 
 def load_library(path=None):

@@ -1,6 +1,8 @@
 """The env loop of foxhunt_dqn.DQN: one Gymnasium vector env (N envs) driving one Learner.
 
 Shapes: N envs, S = obs_dim, D branches. Each iteration is one call of vec.step (N env steps).
+Observations go to the learner as space.learner_obs gives them: (N, S) float32, or (N, C, H, W)
+uint8 for an image space (foxhunt_dqn.gym.SpaceMap).
 
 Where transitions and actions come from
   SAME_STEP / DISABLED vector envs, after the warm-up: Learner.step does everything in one call
@@ -9,10 +11,14 @@ Where transitions and actions come from
   with reset(options={"reset_mask": done}) and uses the last observation as final_obs.
   Warm-up (num_timesteps < SB3's learning_starts): actions are uniformly random, as in SB3,
   and transitions go in through Learner.observe (nothing to train on yet).
-  NEXT_STEP vector envs (ABI minor 0 has no per-env valid mask): the call after an episode end
-  returns that env's reset observation with a reward of 0 and no transition. Transitions are
-  queued per env in Python and handed to Learner.observe one from each env at a time (each
-  env's stream keeps its order, so n-step returns stay per episode); the learner's schedule
+  NEXT_STEP vector envs: the call after an episode end returns that env's reset observation
+  with a reward of 0 and no transition. With an ABI 1.1 library Learner.step does everything
+  here too, with the per-env valid mask false for the envs whose call is such a reset (no
+  transition stored; the reset observation becomes the env's previous observation); in the
+  warm-up Learner.observe takes the same mask.
+  NEXT_STEP with an ABI 1.0 library (no valid mask): transitions are queued per env in
+  Python and handed to Learner.observe one from each env at a time (each env's stream keeps
+  its order, so n-step returns stay per episode); the learner's schedule
   (learning_starts, train_freq, gradient_steps) is applied here with Learner.train, and actions
   come from Learner.act. An env with fewer episode ends than another lags it by the difference
   in the queue; queued transitions that are not yet in the learner are not saved.
@@ -44,6 +50,8 @@ class Rollout:
         self.space = space
         self.mode = autoreset_mode(vec)
         self.next_step = self.mode == AutoresetMode.NEXT_STEP
+        # NEXT_STEP through Learner.step's valid mask (ABI 1.1), else the Python queues
+        self.queued = self.next_step and not learner.library.has_minor1
         self.same_step = self.mode == AutoresetMode.SAME_STEP
         self.n = int(vec.num_envs)
         self.warmup = int(warmup)
@@ -54,11 +62,11 @@ class Rollout:
         self.starts = int(cfg["learning_starts"])
         self.batch = int(cfg["batch_size"])
         self.capacity = int(cfg["replay_capacity"])
-        self.obs = None           # (N, S) float32 observations to act on
+        self.obs = None           # (N, S) float32 or (N, C, H, W) uint8 observations to act on
         self.actions = None       # (N, D) int32 actions for them
         self.stepping = False     # Learner.step has seen the previous call (rewards may follow)
         self.resetting = np.zeros(self.n, bool)  # NEXT_STEP: this env's next call is a reset
-        self.queues = [collections.deque() for _ in range(self.n)]
+        self.queues = [collections.deque() for _ in range(self.n)]  # NEXT_STEP on ABI 1.0
         self.ret = np.zeros(self.n)
         self.len = np.zeros(self.n, np.int64)
         self.returns, self.lengths = [], []
@@ -68,7 +76,7 @@ class Rollout:
 
     def reset(self, seed=None):
         obs, _ = self.vec.reset(seed=seed)
-        self.obs = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
+        self.obs = self.space.learner_obs(obs)
         self.stepping = False
         self.resetting[:] = False
         for q in self.queues:
@@ -85,7 +93,7 @@ class Rollout:
         """Actions for obs when Learner.step is not choosing them."""
         if self.env_steps < self.warmup:
             return self._random()
-        if self.mode == AutoresetMode.NEXT_STEP:
+        if self.queued:
             return self.learner.act(obs, explore=True)
         self.stepping = True  # the first Learner.step call: obs only
         return self.learner.step(obs)
@@ -105,7 +113,7 @@ class Rollout:
         before = self.stored
         self.learner.observe(obs, act, rew, nxt, term, trunc)
         self.stored += self.n
-        if self.mode == AutoresetMode.NEXT_STEP:
+        if self.queued:
             self._train_on_schedule(before)
 
     def _queue(self, valid, prev_obs, act, rew, nxt, term, trunc):
@@ -126,9 +134,11 @@ class Rollout:
         term = np.asarray(term, dtype=bool)
         trunc = np.asarray(trunc, dtype=bool)
         done = term | trunc
-        o = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
-        if self.next_step:
+        o = self.space.learner_obs(obs)
+        if self.queued:
             return self._step_next(prev_obs, act, o, rew, term, trunc, done)
+        if self.next_step:
+            return self._step_valid(prev_obs, act, o, rew, term, trunc, done)
         any_done = done.any()
         nxt = o
         if any_done:
@@ -136,10 +146,10 @@ class Rollout:
                 nxt = o.copy()
                 final = infos["final_obs"]
                 for i in np.flatnonzero(done):
-                    nxt[i] = np.asarray(final[i], dtype=np.float32).reshape(-1)
+                    nxt[i] = self.space.learner_obs(np.asarray(final[i])[None])[0]
             else:  # DISABLED: obs holds the last observations; reset the ended envs here
                 obs, _ = self.vec.reset(options={"reset_mask": done})
-                o = np.ascontiguousarray(self.space.obs(obs), dtype=np.float32)
+                o = self.space.learner_obs(obs)
         self.env_steps += self.n
         if self.stepping:
             stats = self.learner._step_stats
@@ -157,8 +167,35 @@ class Rollout:
             self._episodes_ended(done)
         return rew, done
 
+    def _step_valid(self, prev_obs, act, o, rew, term, trunc, done):
+        """NEXT_STEP on ABI 1.1: the call after an env's episode end is its reset, not an env
+        step: valid is false there. An env's episode end comes with its true last
+        observation in obs, which is then next_obs of the transition (no final_obs)."""
+        valid = ~self.resetting
+        ended = done & valid
+        k = int(valid.sum())
+        self.env_steps += k
+        if self.stepping:
+            stats = self.learner._step_stats
+            self.actions = self.learner.step(o, rew, term, trunc, valid=valid)
+            if stats.updates_done:
+                self.updates = stats.update_index
+        else:  # warm-up: random actions, transitions through observe
+            self.learner.observe(prev_obs, act, rew.astype(np.float32), o, term, trunc,
+                                 valid=valid)
+            self.actions = self._choose(o)
+        self.stored += k
+        self.resetting = ended
+        self.obs = o
+        self.ret += np.where(valid, rew, 0.0)
+        self.len += valid
+        if ended.any():
+            self._episodes_ended(ended)
+        return rew, ended
+
     def _step_next(self, prev_obs, act, o, rew, term, trunc, done):
-        """NEXT_STEP: the call after an env's episode end is its reset, not an env step."""
+        """NEXT_STEP on ABI 1.0: the call after an env's episode end is its reset, not an env
+        step; transitions go through the per-env queues."""
         valid = ~self.resetting
         ended = done & valid
         self.env_steps += int(valid.sum())

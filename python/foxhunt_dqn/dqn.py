@@ -36,11 +36,12 @@ from . import sb3_params
 from ._progress import make_bar
 from ._rollout import Rates, Rollout, autoreset_mode
 from .gym import SpaceMap
+from ._library import load_library
 from .learner import Learner
 
 __all__ = ["DQN", "BaseCallback", "evaluate_policy"]
 
-_POLICIES = ("MlpPolicy",)
+_POLICIES = ("MlpPolicy", "CnnPolicy")
 _SUFFIX = ".safetensors"
 # total_timesteps assumed for the exploration schedule until learn() says it (predict before
 # learn, SB3's default of a fresh model)
@@ -145,17 +146,24 @@ class DQN:
     defaults (foxhunt_dqn.sb3_params.PARAMS); library= picks libfoxhunt_dqn.so.
 
     env: an env id, a gymnasium.Env, or a gymnasium vector env (SyncVectorEnv /
-    AsyncVectorEnv, any autoreset mode). Box observations of any shape and float dtype;
-    Discrete or MultiDiscrete actions (MultiDiscrete: one learner branch per entry)."""
+    AsyncVectorEnv, any autoreset mode). Box observations of any shape and float dtype, or
+    uint8 images (ABI 1.1) of shape (H, W), (C, H, W) or (H, W, C): the learner gets
+    obs_shape [C, H, W] and obs_dtype uint8 (scale 1/255, as SB3 normalizes images), and a
+    channel-last space is transposed to channel first (foxhunt_dqn.gym.SpaceMap says how
+    the layout is told). Discrete or MultiDiscrete actions (MultiDiscrete: one learner
+    branch per entry). "CnnPolicy" is the learner's torso "nature" (sb3_params.to_config);
+    "MlpPolicy" on images is a plain MLP over the scaled pixels."""
 
     def __init__(self, env, *args, library=None, **kwargs):
+        self.policy = "MlpPolicy"
         if isinstance(env, str) and env in _POLICIES:
             if not args:
-                raise TypeError("DQN(\"MlpPolicy\", env, ...): env is missing")
+                raise TypeError(f"DQN({env!r}, env, ...): env is missing")
+            self.policy = env
             env, args = args[0], args[1:]
         elif isinstance(env, str) and env.endswith("Policy"):
             raise sb3_params.UnsupportedKeyword(f"DQN: policy {env!r} is not supported "
-                                                f"(MlpPolicy)")
+                                                f"(MlpPolicy, CnnPolicy)")
         if args:
             raise TypeError("DQN: pass the hyperparameters as keywords (SB3's names)")
         sb3_params.check_keywords(kwargs)
@@ -171,7 +179,10 @@ class DQN:
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         self._check_spaces()
-        self.space = SpaceMap(self.observation_space, self.action_space)
+        self.space = SpaceMap(self.observation_space, self.action_space, images=True)
+        if self.policy == "CnnPolicy" and not self.space.image:
+            raise TypeError(f"DQN: CnnPolicy needs a uint8 image observation space (H, W), "
+                            f"(C, H, W) or (H, W, C); got {self.observation_space}")
         self.num_timesteps = 0
         self._total_timesteps = None
         self.learner = None
@@ -182,13 +193,20 @@ class DQN:
 
     def _check_spaces(self):
         obs = self.observation_space
-        if not isinstance(obs, spaces.Box) or not np.issubdtype(obs.dtype, np.floating):
-            raise TypeError(f"observation space {obs}: Box of a float dtype is supported "
-                            f"(uint8 images need the pixels ABI)")
+        if not isinstance(obs, spaces.Box):
+            raise TypeError(f"observation space {obs}: only Box is supported")
+        if obs.dtype == np.uint8 and len(obs.shape) in (2, 3):
+            lib = load_library(self.library)
+            if not lib.has_minor1:
+                raise TypeError(f"observation space {obs}: uint8 images need an ABI 1.1 "
+                                f"library; {lib.path} is ABI {lib.abi_major}.{lib.abi_minor}")
+        elif not np.issubdtype(obs.dtype, np.floating):
+            raise TypeError(f"observation space {obs}: Box of a float dtype, or uint8 images "
+                            f"of shape (H, W), (C, H, W) or (H, W, C), are supported")
 
     def learner_config(self, total_timesteps):
         """The learner config these keywords give for a run of total_timesteps env steps."""
-        cfg = sb3_params.to_config(self.kwargs, self.n_envs, total_timesteps)
+        cfg = sb3_params.to_config(self.kwargs, self.n_envs, total_timesteps, self.policy)
         cfg.update(self.space.config())
         cfg["num_envs"] = self.n_envs
         return cfg
@@ -321,7 +339,7 @@ class DQN:
         epsilon-greedy with the schedule's current epsilon unless deterministic."""
         obs = np.asarray(observation)
         single = obs.shape == tuple(self.observation_space.shape)
-        rows = obs.reshape(1 if single else obs.shape[0], self.space.obs_dim)
+        rows = self.space.learner_obs(obs[None] if single else obs)
         actions = self.space.to_env(self.learner.act(rows, explore=not deterministic))
         return (actions[0] if single else actions), state
 
@@ -337,7 +355,8 @@ class DQN:
         for key in ("activation_fn", "optimizer_class"):
             if key in pk:
                 pk[key] = getattr(pk[key], "__name__", str(pk[key]))
-        meta = {"format": "foxhunt-dqn-sb3", "format_version": 1, "kwargs": kwargs,
+        meta = {"format": "foxhunt-dqn-sb3", "format_version": 1, "policy": self.policy,
+                "kwargs": kwargs,
                 "policy_kwargs": pk, "num_timesteps": self.num_timesteps,
                 "total_timesteps": self._total_timesteps or _PROVISIONAL_T,
                 "n_envs": self.n_envs, "config": self._config}
@@ -369,7 +388,8 @@ class DQN:
         kw.update(kwargs)
         if device is not None:
             kw["device"] = device
-        model = cls(env, library=library, **kw)
+        policy = meta.get("policy", "MlpPolicy") if meta is not None else "MlpPolicy"
+        model = cls(policy, env, library=library, **kw)
         model._build(total)
         model._total_timesteps = total
         model.learner.load(p, include_replay=include_replay)
@@ -400,7 +420,11 @@ def evaluate_policy(model, env, n_eval_episodes=10, deterministic=True, render=F
     vec, owned = _vector_env(env)
     try:
         n = int(vec.num_envs)
-        space = SpaceMap(vec.single_observation_space, vec.single_action_space)
+        if hasattr(model, "space"):  # a DQN
+            images = model.space.image
+        else:  # a bare Learner: images when it takes uint8
+            images = model.obs_dtype == np.uint8
+        space = SpaceMap(vec.single_observation_space, vec.single_action_space, images=images)
         mode = autoreset_mode(vec)
         targets = np.array([(n_eval_episodes + i) // n for i in range(n)], np.int64)
         counts = np.zeros(n, np.int64)
@@ -409,7 +433,7 @@ def evaluate_policy(model, env, n_eval_episodes=10, deterministic=True, render=F
         resetting = np.zeros(n, bool)
         obs, _ = vec.reset()
         while (counts < targets).any():
-            rows = np.asarray(obs).reshape(n, space.obs_dim)
+            rows = space.learner_obs(obs)
             if hasattr(model, "learner"):
                 a = model.learner.act(rows, explore=not deterministic)
             else:  # a bare Learner

@@ -114,6 +114,16 @@ class DeviceError(FoxhuntError, RuntimeError):
     """FHD_ERR_DEVICE: a CUDA call failed."""
 
 
+class DivergedError(FoxhuntError, ArithmeticError):
+    """FHD_ERR_DIVERGED: an update's loss or gradient norm (or the learner's state) would be
+    NaN or Inf. That update was not applied; updates before it in the same call were, and
+    step() still stored its transitions and chose its actions (see the header): from
+    Learner.step, ``actions`` holds them (as step would have returned them), else None.
+    From save(): the state holds NaN/Inf and no file was written."""
+
+    actions = None
+
+
 class InternalError(FoxhuntError, RuntimeError):
     """FHD_ERR_INTERNAL and unknown status codes."""
 
@@ -144,6 +154,7 @@ _BY_CODE = {
     _abi.ERR_NOT_FOUND: NotFound,
     _abi.ERR_DEVICE: DeviceError,
     _abi.ERR_INTERNAL: InternalError,
+    _abi.ERR_DIVERGED: DivergedError,
 }
 
 

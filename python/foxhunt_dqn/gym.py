@@ -77,16 +77,34 @@ DEFAULT_CONFIG = {
 
 
 class SpaceMap:
-    """Maps between a Gymnasium (single-env) observation/action space and the learner's flat
-    observations (N, S) float32 and actions (N, D) int32."""
+    """Maps between a Gymnasium (single-env) observation/action space and the learner's
+    observations and actions (N, D) int32.
 
-    def __init__(self, observation_space, action_space):
+    Observations are flat (N, S) float32, or, with images=True and a uint8 Box of rank 2 or 3
+    (ABI 1.1), uint8 images (N, C, H, W): (H, W) is one channel (1, H, W); a rank-3 shape
+    is channel first (C, H, W) when its first dimension is the smallest, as SB3's
+    is_image_space_channels_first decides, else channel last (H, W, C) and transposed to
+    (C, H, W) here (one copy per batch, what SB3's VecTransposeImage does)."""
+
+    def __init__(self, observation_space, action_space, images=False):
         if not isinstance(observation_space, spaces.Box):
             raise TypeError(
                 f"observation space: only Box is supported, got {observation_space}"
             )
         self.obs_shape = tuple(observation_space.shape)
         self.obs_dim = int(math.prod(self.obs_shape)) if self.obs_shape else 1
+        self.image = bool(images) and observation_space.dtype == np.uint8 and \
+            len(self.obs_shape) in (2, 3)
+        self.hwc = False
+        if self.image:
+            shape = self.obs_shape
+            if len(shape) == 2:
+                shape = (1,) + shape
+            elif int(np.argmin(shape)) != 0:  # channel last: (H, W, C)
+                self.hwc = True
+                shape = (shape[2], shape[0], shape[1])
+            self.chw = tuple(int(d) for d in shape)
+        self.obs_dtype = np.dtype(np.uint8) if self.image else np.dtype(np.float32)
         self.action_space = action_space
         if isinstance(action_space, spaces.Discrete):
             self.actions = [int(action_space.n)]
@@ -111,12 +129,25 @@ class SpaceMap:
 
     def config(self):
         """The config keys the spaces determine."""
+        if self.image:
+            return {"obs_shape": list(self.chw), "obs_dtype": "uint8",
+                    "actions": list(self.actions)}
         return {"obs_dim": self.obs_dim, "actions": list(self.actions)}
 
     def obs(self, batch):
-        """Batched observations (N, *obs_shape) -> (N, S) (a view when possible)."""
+        """Batched observations (N, *obs_shape) -> (N, S) (a view when possible), or for
+        images (N, C, H, W) uint8 (HWC transposed)."""
         batch = np.asarray(batch)
+        if self.image:
+            n = batch.shape[0]
+            if self.hwc:
+                return batch.reshape((n,) + self.obs_shape).transpose(0, 3, 1, 2)
+            return batch.reshape((n,) + self.chw)
         return batch.reshape(batch.shape[0], self.obs_dim)
+
+    def learner_obs(self, batch):
+        """obs(batch) as the C-contiguous array of the learner's dtype that it takes."""
+        return np.ascontiguousarray(self.obs(batch), dtype=self.obs_dtype)
 
     def to_env(self, actions):
         """Learner actions (N, D) -> the batched action of a vector env."""

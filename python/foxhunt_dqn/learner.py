@@ -4,6 +4,16 @@ Shapes (row-major): N observations / environments, B batch size, S = obs_dim, D 
 action branches, KT = sum of the branches' action counts. Array rules (what is passed by
 address, what is converted, what is rejected) are in foxhunt_dqn._arrays.
 
+Observations: one observation has the learner's obs_shape, (S,) for a flat config (obs_dim)
+or (C, H, W) for an image config (obs_shape), and its obs_dtype, float32 or uint8 (ABI minor
+1, read from the library's obs_info). Calls take (N, *obs_shape) arrays; act() takes a single
+obs_shape observation too, and so does step() with num_envs 1. float32 learners get the
+minor-0 float pointers; uint8 learners get the *_u8 pointers, the caller's array by address
+when it is C-contiguous uint8 (no conversion and no copy in Python). The other dtype is
+refused with a TypeError naming both dtypes and the caller's shape: a uint8 image is never
+silently turned into floats (the network's 1/255 scale would be skipped), nor floats into
+uint8.
+
 A Learner may be used by one thread at a time; calls on one Learner from several threads are
 serialised by a lock. Different Learners are independent.
 """
@@ -18,7 +28,7 @@ import numpy as np
 
 from . import _abi, _arrays
 from ._library import load_library
-from .errors import LearnerClosedError, make_error
+from .errors import LearnerClosedError, NotImplementedByLibrary, make_error
 
 # Test hook: when set, called as hook(function_name, args) just before each library call that
 # takes an argument struct (act, observe, step, train_batch), with the ctypes struct whose
@@ -105,7 +115,8 @@ class Learner:
         cfg = {k: v.get("default") for k, v in schema.items()}
         cfg.update(json.loads(text))
         self._config = cfg
-        self._S = int(cfg["obs_dim"])
+        self._minor1 = lib.has_minor1
+        self._read_obs_info(cfg)
         self._K = tuple(int(k) for k in cfg["actions"])
         self._D = len(self._K)
         self._KT = sum(self._K)
@@ -113,12 +124,18 @@ class Learner:
         self._B = int(cfg["batch_size"])
 
         # Argument structs reused by every call (a learner is used by one thread at a time).
+        # Their struct_size is the minor-1 size where the library reads minor 1, else the
+        # minor-0 size (the trailing fields are then never read).
+        m1 = self._minor1
         self._act_args = _abi.FhdActArgs()
-        self._act_args.struct_size = ctypes.sizeof(_abi.FhdActArgs)
+        self._act_args.struct_size = (ctypes.sizeof(_abi.FhdActArgs) if m1
+                                      else _abi.ACT_ARGS_SIZE_V1_0)
         self._tr = _abi.FhdTransitions()
-        self._tr.struct_size = ctypes.sizeof(_abi.FhdTransitions)
+        self._tr.struct_size = (ctypes.sizeof(_abi.FhdTransitions) if m1
+                                else _abi.TRANSITIONS_SIZE_V1_0)
         self._step_args = _abi.FhdStepArgs()
-        self._step_args.struct_size = ctypes.sizeof(_abi.FhdStepArgs)
+        self._step_args.struct_size = (ctypes.sizeof(_abi.FhdStepArgs) if m1
+                                       else _abi.STEP_ARGS_SIZE_V1_0)
         self._step_stats = _abi.FhdTrainStats()
         self._step_stats.struct_size = ctypes.sizeof(_abi.FhdTrainStats)
         self._step_args.stats = ctypes.pointer(self._step_stats)
@@ -126,22 +143,55 @@ class Learner:
         # step()'s own input and output buffers: small inputs are copied into them (cheaper
         # than taking an array's address), so their pointers are set once, here.
         E, S, D = self._E, self._S, self._D
-        self._st_obs = np.zeros((E, S), np.float32)      # (N, S)
-        self._st_final = np.zeros((E, S), np.float32)    # (N, S)
+        self._st_obs = np.zeros((E, S), self._dtype)     # (N, S)
+        self._st_final = np.zeros((E, S), self._dtype)   # (N, S)
         self._st_rew = np.zeros(E, np.float32)           # (N,)
         self._st_term = np.zeros(E, np.uint8)            # (N,)
         self._st_trunc = np.zeros(E, np.uint8)           # (N,)
+        self._st_valid = np.zeros(E, np.uint8)           # (N,)
         self._st_act = np.zeros((E, D), np.int32)        # (N, D)
         self._st_addr = {k: getattr(self, "_st_" + k).ctypes.data
-                         for k in ("obs", "final", "rew", "term", "trunc", "act")}
+                         for k in ("obs", "final", "rew", "term", "trunc", "valid", "act")}
         self._step_args.actions = self._st_addr["act"]
+        self._step_valid = False  # whether step_args.valid is set (reset only then)
         self._step_ref = ctypes.byref(self._step_args)
         self._step_fn = self._fn.step
-        self._obs_shapes = ((E, S), (S,)) if E == 1 else ((E, S),)
+        shape = self._shape
+        self._obs_shapes = ((E,) + shape, shape) if E == 1 else ((E,) + shape,)
+        if self._u8:
+            self._stage_obs = self._stage_obs_u8
         self._vec_shapes = ((E,), ()) if E == 1 else ((E,),)
         self._batch = _abi.FhdBatch()
-        self._batch.struct_size = ctypes.sizeof(_abi.FhdBatch)
+        self._batch.struct_size = ctypes.sizeof(_abi.FhdBatch) if m1 else _abi.BATCH_SIZE_V1_0
         self._tensors = None
+
+    def _read_obs_info(self, cfg):
+        """Observation dtype, shape, size and scale: the library's obs_info (minor 1), else
+        the config's obs_dim (a minor-0 library has float32 flat observations only)."""
+        if self._minor1:
+            info = _abi.FhdObsInfo()
+            info.struct_size = ctypes.sizeof(info)
+            rc = self._fn.obs_info(self._h, ctypes.byref(info))
+            if rc != _abi.OK:
+                raise self._fail(rc)
+            rank = int(info.rank)
+            self._shape = tuple(int(info.shape[k]) for k in range(rank))
+            self._S = int(info.size)
+            self._u8 = int(info.dtype) == _abi.OBS_DTYPE_UINT8
+            self._scale = float(info.scale)
+            self._frame_stack = int(info.frame_stack)
+            if math.prod(self._shape) != self._S:
+                raise make_error(_abi.ERR_INTERNAL, "FHD_ERR_INTERNAL",
+                                 f"obs_info: shape {self._shape} does not hold size {self._S}")
+        else:
+            self._S = int(cfg["obs_dim"])
+            self._shape = (self._S,)
+            self._u8 = False
+            self._scale = 1.0
+            self._frame_stack = 1
+        self._rank = len(self._shape)
+        self._dtype = _arrays.UINT8 if self._u8 else _arrays.FLOAT32
+        self._dtype_name = str(self._dtype)
 
     # ---- lifetime --------------------------------------------------------------------------
 
@@ -176,7 +226,13 @@ class Learner:
             pass
 
     def __repr__(self):
-        state = "closed" if self.closed else f"obs_dim={self._S} actions={list(self._K)}"
+        if self.closed:
+            state = "closed"
+        elif len(self._shape) == 1 and not self._u8:
+            state = f"obs_dim={self._S} actions={list(self._K)}"
+        else:
+            state = (f"obs_shape={list(self._shape)} obs_dtype={self._dtype_name} "
+                     f"actions={list(self._K)}")
         return f"<foxhunt_dqn.Learner {state}>"
 
     def _check_open(self, what):
@@ -200,8 +256,69 @@ class Learner:
 
     @property
     def obs_dim(self):
-        """S: floats per observation."""
+        """S: values per observation (C*H*W for an image learner)."""
         return self._S
+
+    @property
+    def obs_shape(self):
+        """Shape of one observation: (S,) flat, or (C, H, W) for an image learner."""
+        return self._shape
+
+    @property
+    def obs_dtype(self):
+        """numpy dtype of the observations: float32, or uint8 (config obs_dtype "uint8")."""
+        return self._dtype
+
+    @property
+    def obs_scale(self):
+        """The network's input is obs_scale * obs (1/255 for uint8 by default)."""
+        return self._scale
+
+    @property
+    def frame_stack(self):
+        """Frames the host stacks along C of obs_shape (1: none)."""
+        return self._frame_stack
+
+    def _obs_input(self, x, name, n=None, single_ok=False):
+        """Observations x (n, *obs_shape), or one observation obs_shape when single_ok, as
+        an array of the learner's dtype whose memory is C-contiguous (N, S); returns
+        (array, single). Shape and dtype errors name the caller's shape."""
+        shape = self._shape
+        if not isinstance(x, np.ndarray):
+            if self.strict:
+                raise TypeError(
+                    f"{name}: expected a numpy array of {self._dtype_name} with shape "
+                    f"{_arrays.fmt_shape((n,) + shape)}, got {type(x).__name__}")
+            x = _arrays.as_real_array(x, name, ((n,) + shape,))
+        single = single_ok and x.shape == shape
+        if not single and (x.ndim != len(shape) + 1 or x.shape[1:] != shape
+                           or (n is not None and x.shape[0] != n)):
+            one = single_ok and x.ndim == len(shape)  # a single observation was meant
+            shapes = ((n,) + shape, shape) if one else ((n,) + shape,)
+            raise ValueError(_arrays.shape_message(name, self._dtype_name, shapes, x.shape))
+        if single:
+            x = x.reshape((1,) + shape)
+        if self._u8:
+            if x.dtype != _arrays.UINT8:
+                raise TypeError(self._dtype_message(name, x, single))
+            return _arrays.finish(x, name, _arrays.UINT8, self.strict), single
+        if x.dtype == _arrays.UINT8:
+            raise TypeError(self._dtype_message(name, x, single))
+        return _arrays.float_input(x, name, x.shape, self.strict), single
+
+    def _dtype_message(self, name, x, single=False):
+        got = x.shape[1:] if single else x.shape
+        want, other = self._dtype_name, ("float32" if self._u8 else "uint8")
+        return (f"{name}: the learner takes {want} observations (obs_dtype {want!r}); got an "
+                f"array of {x.dtype} with shape {tuple(got)}. Pass {want} (the library does "
+                f"not convert), or create the learner with obs_dtype {other!r}")
+
+    def _need_minor1(self, what):
+        if not self._minor1:
+            raise NotImplementedByLibrary(
+                None, "FHD_NEEDS_ABI_MINOR_1",
+                f"{what} needs ABI 1.1; {self.library.path} is ABI "
+                f"{self.library.abi_major}.{self.library.abi_minor}")
 
     @property
     def action_branches(self):
@@ -234,20 +351,15 @@ class Learner:
     # ---- acting and learning ---------------------------------------------------------------
 
     def act(self, obs, explore=True, return_q=False, out=None, q_out=None):
-        """Actions for observations obs (N, S) -> int32 (N, D); a single observation (S,)
-        gives (D,). explore: epsilon-greedy with the schedule's current epsilon, else greedy.
+        """Actions for observations obs (N, *obs_shape) -> int32 (N, D); a single observation
+        of obs_shape ((S,) or (C, H, W)) gives (D,). explore: epsilon-greedy with the
+        schedule's current epsilon, else greedy.
         return_q: also return Q values (N, KT) float32 (each branch's K_d columns in order).
         out / q_out: arrays to write into instead of allocating (same shapes as returned)."""
         a = obs
         if not isinstance(a, np.ndarray) and not self.strict:
             a = np.asarray(a)
-        single = isinstance(a, np.ndarray) and a.ndim == 1
-        if single:
-            if a.shape != (self._S,):  # report the caller's shape, not the reshaped one
-                raise ValueError(_arrays.shape_message(
-                    "obs", "float32", ((None, self._S), (self._S,)), a.shape))
-            a = a.reshape(1, -1)
-        a = _arrays.float_input(a, "obs", (None, self._S), self.strict)
+        a, single = self._obs_input(a, "obs", None, single_ok=True)
         n = a.shape[0]
         if n > _U32_MAX:
             raise ValueError(f"obs: {n} observations; at most {_U32_MAX} per call")
@@ -261,7 +373,10 @@ class Learner:
             self._check_open("act")
             args = self._act_args
             args.num_obs = n
-            args.obs = a.ctypes.data
+            if self._u8:
+                args.obs_u8 = a.ctypes.data
+            else:
+                args.obs = a.ctypes.data
             args.actions = actions.ctypes.data
             args.q_values = q.ctypes.data if q is not None else None
             args.explore = 1 if explore else 0
@@ -274,38 +389,51 @@ class Learner:
             return actions, q
         return actions
 
-    def observe(self, obs, actions, rewards, next_obs, terminated, truncated):
-        """Store N transitions, one per env stream (N = num_envs): obs (N, S), actions
-        (N, D) (or (N,) when D == 1), rewards (N,), next_obs (N, S), terminated (N,),
-        truncated (N,) (bool or 0/1). Gymnasium semantics: terminated does not bootstrap,
-        truncated bootstraps from next_obs. Does not train."""
-        strict, S = self.strict, self._S
-        o = _arrays.float_input(obs, "obs", (None, S), strict)
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated, valid=None):
+        """Store N transitions, one per env stream (N = num_envs): obs (N, *obs_shape),
+        actions (N, D) (or (N,) when D == 1), rewards (N,), next_obs (N, *obs_shape),
+        terminated (N,), truncated (N,) (bool or 0/1). Gymnasium semantics: terminated does
+        not bootstrap, truncated bootstraps from next_obs. Does not train.
+        valid (N,) bool or 0/1 (ABI 1.1): env i takes part only where valid[i]; an invalid
+        env stores nothing, its n-step stream does not advance and its other inputs are
+        not read. None: every env is valid."""
+        strict = self.strict
+        o, _ = self._obs_input(obs, "obs")
         n = o.shape[0]
         act = _arrays.int_input(actions, "actions", (n, self._D), strict, allow_1d=True)
         r = _arrays.float_input(rewards, "rewards", (n,), strict)
-        nxt = _arrays.float_input(next_obs, "next_obs", (n, S), strict)
+        nxt, _ = self._obs_input(next_obs, "next_obs", n)
         te = _arrays.flag_input(terminated, "terminated", (n,), strict)
         tr = _arrays.flag_input(truncated, "truncated", (n,), strict)
+        va = None
+        if valid is not None:
+            self._need_minor1("observe(valid=...)")
+            va = _arrays.flag_input(valid, "valid", (n,), strict)
         if n > _U32_MAX:
             raise ValueError(f"obs: {n} rows; at most {_U32_MAX}")
         with self._lock:
             self._check_open("observe")
             t = self._tr
             t.num_envs = n
-            t.obs = o.ctypes.data
+            if self._u8:
+                t.obs_u8 = o.ctypes.data
+                t.next_obs_u8 = nxt.ctypes.data
+            else:
+                t.obs = o.ctypes.data
+                t.next_obs = nxt.ctypes.data
             t.actions = act.ctypes.data
             t.rewards = r.ctypes.data
-            t.next_obs = nxt.ctypes.data
             t.terminated = te.ctypes.data
             t.truncated = tr.ctypes.data
+            t.valid = va.ctypes.data if va is not None else None
             if _call_hook is not None:
                 _call_hook("observe", t)
             rc = self._fn.observe(self._h, t)
             if rc != _abi.OK:
                 raise self._fail(rc)
 
-    def step(self, obs, rewards=None, terminated=None, truncated=None, final_obs=None, out=None):
+    def step(self, obs, rewards=None, terminated=None, truncated=None, final_obs=None, out=None,
+             valid=None):
         """The agent loop for N = num_envs environments in one call; returns actions (N, D).
 
         First call (or after an interruption): step(obs) only chooses actions. Then
@@ -321,17 +449,35 @@ class Learner:
         Python (or numpy) scalar reward, bools terminated / truncated, final_obs (S,); then
         the actions come back as (D,), as act() does for an (S,) observation.
 
+        Observations are (N, *obs_shape) of the learner's obs_dtype (module docstring).
+        valid (N,) bool or 0/1 (ABI 1.1; with rewards): an env with valid[i] false stores no
+        transition this call (its reward and flags are not read, its n-step stream does not
+        advance) and still gets an action for obs[i], which becomes its previous observation:
+        Gymnasium's NEXT_STEP autoreset, valid[i] false on the call whose obs[i] is the reset
+        observation. None: every env is valid.
+
         Inputs of at most STEP_COPY_MAX_BYTES are copied into the learner's own buffers
         (one copy, no allocation); larger float32 C-contiguous obs / final_obs are passed by
         address. With strict=True every input must already have the exact dtype."""
         if self.strict:
-            return self._step_strict(obs, rewards, terminated, truncated, final_obs, out)
+            return self._step_strict(obs, rewards, terminated, truncated, final_obs, out, valid)
         args = self._step_args
         single = self._stage_obs(obs, "obs", self._st_obs, "obs")
+        if valid is not None:
+            if rewards is not None:
+                self._need_minor1("step(valid=...)")
+                self._stage_vec(valid, "valid", self._st_valid, True)
+                args.valid = self._st_addr["valid"]
+                self._step_valid = True
+        elif self._step_valid:
+            args.valid = None
+            self._step_valid = False
         if rewards is None:
-            if terminated is not None or truncated is not None or final_obs is not None:
+            if (terminated is not None or truncated is not None or final_obs is not None
+                    or valid is not None):
                 extra = [k for k, v in (("terminated", terminated), ("truncated", truncated),
-                                        ("final_obs", final_obs)) if v is not None]
+                                        ("final_obs", final_obs), ("valid", valid))
+                         if v is not None]
                 raise ValueError(
                     f"step: {', '.join(extra)} given without rewards; the first call passes "
                     f"obs only"
@@ -346,7 +492,10 @@ class Learner:
             a = self._st_addr
             args.rewards, args.terminated, args.truncated = a["rew"], a["term"], a["trunc"]
             if final_obs is None:
-                args.final_obs = None
+                if self._u8:
+                    args.final_obs_u8 = None
+                else:
+                    args.final_obs = None
             else:
                 self._stage_obs(final_obs, "final_obs", self._st_final, "final")
         if out is not None:
@@ -362,10 +511,19 @@ class Learner:
             if out is not None:
                 args.actions = self._st_addr["act"]
             if rc != _abi.OK:
-                raise self._fail(rc)
+                raise self._step_fail(rc, out if out is not None else (
+                    self._st_act[0].copy() if single else self._st_act.copy()))
             if out is not None:
                 return out
             return self._st_act[0].copy() if single else self._st_act.copy()
+
+    def _step_fail(self, rc, actions):
+        """The exception of a failed step; FHD_ERR_DIVERGED carries the actions the call
+        still chose (its transitions were stored too): DivergedError.actions."""
+        exc = self._fail(rc)
+        if rc == _abi.ERR_DIVERGED:
+            exc.actions = actions
+        return exc
 
     def _stage_obs(self, x, name, buf, key):
         """Point step's `name` field at observations x: (N, S), or (S,) when N == 1. Returns
@@ -375,13 +533,13 @@ class Learner:
             x = _arrays.as_real_array(x, name, shapes)
         shape = x.shape
         if shape not in shapes:
-            hint = (f" (num_envs is {self._E})" if len(shape) == 2 and shape[1] == self._S
-                    else "")
-            raise ValueError(_arrays.shape_message(name, "float32", shapes, shape) + hint)
+            raise ValueError(self._step_shape_message(name, shape))
         if (x.dtype is _arrays.FLOAT32 and x.nbytes > STEP_COPY_MAX_BYTES
                 and x.flags.c_contiguous and x.flags.aligned):
             addr = x.ctypes.data
         else:
+            if x.dtype is _arrays.UINT8:
+                raise TypeError(self._dtype_message(name, x))
             try:
                 np.copyto(buf, x.reshape(buf.shape), casting="same_kind")
             except TypeError:
@@ -395,7 +553,33 @@ class Learner:
             self._step_args.obs = addr
         else:
             self._step_args.final_obs = addr
-        return len(shape) == 1
+        return len(shape) == self._rank
+
+    def _step_shape_message(self, name, shape):
+        hint = (f" (num_envs is {self._E})"
+                if len(shape) == len(self._shape) + 1 and shape[1:] == self._shape else "")
+        return _arrays.shape_message(name, self._dtype_name, self._obs_shapes, shape) + hint
+
+    def _stage_obs_u8(self, x, name, buf, key):
+        """_stage_obs of a uint8 learner: a C-contiguous uint8 array goes by address (no copy);
+        another layout of uint8 is copied into buf; any other dtype is refused."""
+        if type(x) is not np.ndarray:
+            x = _arrays.as_real_array(x, name, self._obs_shapes)
+        shape = x.shape
+        if shape not in self._obs_shapes:
+            raise ValueError(self._step_shape_message(name, shape))
+        if x.dtype != _arrays.UINT8:
+            raise TypeError(self._dtype_message(name, x))
+        if x.flags.c_contiguous and x.flags.aligned:
+            addr = x.ctypes.data
+        else:
+            np.copyto(buf, x.reshape(buf.shape))
+            addr = self._st_addr[key]
+        if key == "obs":
+            self._step_args.obs_u8 = addr
+        else:
+            self._step_args.final_obs_u8 = addr
+        return len(shape) == self._rank
 
     def _stage_vec(self, x, name, buf, flag):
         """Copy rewards (N,) / flags (N,) into buf; a scalar is accepted when N == 1."""
@@ -438,17 +622,17 @@ class Learner:
                 f"got {x.dtype} (only real number dtypes are converted)")
         np.copyto(buf, x, casting="unsafe")
 
-    def _step_strict(self, obs, rewards, terminated, truncated, final_obs, out):
+    def _step_strict(self, obs, rewards, terminated, truncated, final_obs, out, valid):
         """step() with strict=True: inputs pass by address and must need no conversion."""
-        S = self._S
-        single = isinstance(obs, np.ndarray) and obs.ndim == 1 and self._E == 1
-        o = _arrays.float_input(obs.reshape(1, S) if single and obs.shape == (S,) else obs,
-                                "obs", (None, S), True)
+        single_ok = self._E == 1
+        o, single = self._obs_input(obs, "obs", None, single_ok=single_ok)
         n = o.shape[0]
+        va = None
         if rewards is None:
-            if terminated is not None or truncated is not None or final_obs is not None:
-                raise ValueError("step: terminated, truncated or final_obs given without "
-                                 "rewards; the first call passes obs only")
+            if (terminated is not None or truncated is not None or final_obs is not None
+                    or valid is not None):
+                raise ValueError("step: terminated, truncated, final_obs or valid given "
+                                 "without rewards; the first call passes obs only")
             r = te = tr = fo = None
         else:
             if terminated is None or truncated is None:
@@ -456,27 +640,38 @@ class Learner:
             r = _arrays.float_input(rewards, "rewards", (n,), True)
             te = _arrays.flag_input(terminated, "terminated", (n,), True)
             tr = _arrays.flag_input(truncated, "truncated", (n,), True)
-            fo = None if final_obs is None else _arrays.float_input(
-                final_obs, "final_obs", (n, S), True)
+            fo = None
+            if final_obs is not None:
+                fo, _ = self._obs_input(final_obs, "final_obs", n, single_ok=single)
+            if valid is not None:
+                self._need_minor1("step(valid=...)")
+                va = _arrays.flag_input(valid, "valid", (n,), True)
         actions = _arrays.output(out, "out", _arrays.INT32,
                                  (self._D,) if single else (n, self._D))
         with self._lock:
             self._check_open("step")
             args = self._step_args
             args.num_envs = n
-            args.obs = o.ctypes.data
+            if self._u8:
+                args.obs_u8 = o.ctypes.data
+                args.final_obs_u8 = fo.ctypes.data if fo is not None else None
+            else:
+                args.obs = o.ctypes.data
+                args.final_obs = fo.ctypes.data if fo is not None else None
             args.rewards = r.ctypes.data if r is not None else None
             args.terminated = te.ctypes.data if te is not None else None
             args.truncated = tr.ctypes.data if tr is not None else None
-            args.final_obs = fo.ctypes.data if fo is not None else None
+            args.valid = va.ctypes.data if va is not None else None
             args.actions = actions.ctypes.data
             if _call_hook is not None:
                 _call_hook("step", args)
             rc = self._fn.step(self._h, args)
             args.num_envs = self._E
             args.actions = self._st_addr["act"]
+            args.valid = None
+            self._step_valid = False
             if rc != _abi.OK:
-                raise self._fail(rc)
+                raise self._step_fail(rc, actions)
         return actions
 
     @property
@@ -502,22 +697,23 @@ class Learner:
 
     def train_batch(self, obs, actions, rewards, next_obs, terminated, discounts=None,
                     weights=None, td_errors_out=None, targets_out=None):
-        """One gradient update on a host-supplied batch of B = batch_size rows: obs (B, S),
-        actions (B, D) (or (B,) when D == 1), rewards (B,) (n-step returns), next_obs (B, S),
+        """One gradient update on a host-supplied batch of B = batch_size rows: obs
+        (B, *obs_shape), actions (B, D) (or (B,) when D == 1), rewards (B,) (n-step returns),
+        next_obs (B, *obs_shape),
         terminated (B,), discounts (B,) bootstrap discounts (None: gamma), weights (B,)
         importance weights (None: 1). The replay buffer is not touched.
 
         Returns a dict: loss, td_abs_mean, q_mean, grad_norm, updates_done, update_index,
         td_errors (B, D) float32 = Q_d(s, a_d) - y before the update, targets (B,) float32 = y.
         td_errors_out / targets_out: arrays to write those into instead of allocating."""
-        strict, S = self.strict, self._S
-        o = _arrays.float_input(obs, "obs", (None, S), strict)
+        strict = self.strict
+        o, _ = self._obs_input(obs, "obs")
         b = o.shape[0]
         if b > _U32_MAX:
             raise ValueError(f"obs: {b} rows; at most {_U32_MAX}")
         act = _arrays.int_input(actions, "actions", (b, self._D), strict, allow_1d=True)
         r = _arrays.float_input(rewards, "rewards", (b,), strict)
-        nxt = _arrays.float_input(next_obs, "next_obs", (b, S), strict)
+        nxt, _ = self._obs_input(next_obs, "next_obs", b)
         te = _arrays.flag_input(terminated, "terminated", (b,), strict)
         disc = None if discounts is None else _arrays.float_input(
             discounts, "discounts", (b,), strict)
@@ -530,10 +726,14 @@ class Learner:
             self._check_open("train_batch")
             bt = self._batch
             bt.batch_size = b
-            bt.obs = o.ctypes.data
+            if self._u8:
+                bt.obs_u8 = o.ctypes.data
+                bt.next_obs_u8 = nxt.ctypes.data
+            else:
+                bt.obs = o.ctypes.data
+                bt.next_obs = nxt.ctypes.data
             bt.actions = act.ctypes.data
             bt.rewards = r.ctypes.data
-            bt.next_obs = nxt.ctypes.data
             bt.terminated = te.ctypes.data
             bt.discounts = disc.ctypes.data if disc is not None else None
             bt.weights = w.ctypes.data if w is not None else None

@@ -182,9 +182,15 @@ def target_schedule(interval, num_envs, train_freq, gradient_steps, tau):
     return rounds * gradient_steps, tau
 
 
-def to_config(kwargs, num_envs, total_timesteps):
+def to_config(kwargs, num_envs, total_timesteps, policy="MlpPolicy"):
     """The learner config (without obs_dim / actions / num_envs) for DQN keywords `kwargs`
-    (SB3's defaults for those left out), N = num_envs, T = total_timesteps."""
+    (SB3's defaults for those left out), N = num_envs, T = total_timesteps.
+
+    policy "CnnPolicy" is SB3's NatureCNN features (three convolutions and a 512-wide
+    layer) with no further q_net layers (SB3's net_arch default for NatureCNN): the
+    learner's torso "nature", which defines conv and hidden itself, so net_arch is refused
+    with it. learner_config may still replace the torso: conv or hidden given there without
+    torso make it "custom" (a small convolution for tests and small images)."""
     check_keywords(kwargs)
     p = {k: kwargs.get(k, v["default"]) for k, v in PARAMS.items()}
     cfg = dict(SB3_FIXED)
@@ -215,10 +221,22 @@ def to_config(kwargs, num_envs, total_timesteps):
     cfg["epsilon_end"] = float(p["exploration_final_eps"])
     cfg["max_grad_norm"] = float(p["max_grad_norm"])
     _policy(p["policy_kwargs"], cfg)
+    if policy == "CnnPolicy":
+        if "net_arch" in (p["policy_kwargs"] or {}):
+            raise UnsupportedKeyword("DQN: policy_kwargs['net_arch'] with CnnPolicy: the "
+                                     "nature torso defines hidden [512]; pass conv and "
+                                     "hidden through learner_config instead")
+        del cfg["hidden"]
+        cfg["torso"] = "nature"
     cfg.update(_device(p["device"]))
     if p["seed"] is not None:
         cfg["seed"] = int(p["seed"])
-    for key, value in (p["learner_config"] or {}).items():
+    extra = p["learner_config"] or {}
+    if cfg.get("torso") == "nature" and "torso" not in extra and (
+            "conv" in extra or "hidden" in extra):
+        cfg["torso"] = "custom"
+        cfg.setdefault("hidden", [64, 64])
+    for key, value in extra.items():
         cfg[key] = value
     return cfg
 

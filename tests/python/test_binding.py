@@ -45,7 +45,12 @@ def test_library_table(library):
     assert library.abi_major == foxhunt_dqn.ABI_MAJOR == 1
     assert library.abi_minor >= 0
     assert library.api.struct_size >= 152
-    assert ctypes.sizeof(_abi.FhdApiV1) == 152
+    # the mirror is minor 1; obs_info ends where the minor-1 table ends
+    assert ctypes.sizeof(_abi.FhdApiV1) == 160
+    assert _abi.FhdApiV1.obs_info.offset == _abi.API_V1_SIZE_MINOR_0 == 152
+    assert library.has_minor1 == (library.api.struct_size >= 160)
+    assert library.has_minor1 == (library.fn.obs_info is not None)
+    assert _abi.has_member(152, "tensor_write") and not _abi.has_member(152, "obs_info")
     assert ctypes.sizeof(_abi.FhdError) == 784
     assert library.version.count(".") == 2
     assert library.status_name(0) == "FHD_OK"

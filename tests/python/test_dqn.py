@@ -163,6 +163,64 @@ def test_async_vector_env_next_step(library, tmp_path):
     vec.close()
 
 
+def expected_transitions(vec):
+    """Every genuine env step of the CountEnvs of `vec`, as sorted rows (ep, t, env, action,
+    discount): from [ep, t, env] to [ep, t + 1, env] with the action the env received."""
+    rows = []
+    for env in vec.envs:
+        ep, t = 0, 0
+        for a in env.actions:
+            end = t + 1 == 2 + (ep + env.env_id) % 3
+            disc = 0.0 if end and ep % 2 == 0 else 0.99
+            rows.append((ep, t, env.env_id, int(a), disc))
+            ep, t = (ep + 1, 0) if end else (ep, t + 1)
+    return sorted(rows)
+
+
+def test_next_step_with_valid_stores_exactly_the_genuine_transitions(library, tmp_path):
+    """NEXT_STEP on ABI 1.1: Learner.step with the valid mask (no Python queues) stores one
+    transition per genuine env step, with its action, and none for the reset calls."""
+    if not library.has_minor1:
+        pytest.skip("the library is ABI minor 0")
+    vec = SyncVectorEnv([lambda i=i: CountEnv(i) for i in range(3)],
+                        autoreset_mode=AutoresetMode.NEXT_STEP)
+    with DQN(vec, library=library, **SMALL) as m:
+        m.learn(200)
+        assert not m._rollout.queued and not any(m._rollout.queues)
+        assert m.learner.metrics()["updates"] > 0  # Learner.step trained on its schedule
+        path = m.save(tmp_path / "r", include_replay=True)
+        t = load_file(str(path))
+        n = int(t["replay.size"])
+        obs, nxt = t["replay.obs"][:n], t["replay.next_obs"][:n]
+        check_transitions(obs, nxt, t["replay.discounts"][:n], t["replay.returns"][:n])
+        got = sorted((int(o[0]), int(o[1]), int(o[2]), int(a[0]), float(np.round(d, 6)))
+                     for o, a, d in zip(obs, t["replay.actions"][:n], t["replay.discounts"][:n]))
+        want = expected_transitions(vec)
+        assert n == m.num_timesteps == len(want)
+        assert got == [(e, s, i, a, float(np.float32(d))) for e, s, i, a, d in want]
+    vec.close()
+
+
+def test_next_step_on_an_abi_1_0_library_uses_the_queues(library, tmp_path, monkeypatch):
+    """With a library without the valid mask (a 1.0 table: simulated by the binding's
+    has_minor1 and the 1.0 struct sizes) NEXT_STEP goes through the Python queues."""
+    monkeypatch.setattr(library, "has_minor1", False)
+    vec = SyncVectorEnv([lambda i=i: CountEnv(i) for i in range(3)],
+                        autoreset_mode=AutoresetMode.NEXT_STEP)
+    with DQN(vec, library=library, **SMALL) as m:
+        assert m.learner._step_args.struct_size == foxhunt_dqn._abi.STEP_ARGS_SIZE_V1_0
+        with pytest.raises(foxhunt_dqn.NotImplementedByLibrary, match="ABI 1.1"):
+            m.learner.observe(np.zeros((3, 3)), [0, 0, 0], [0, 0, 0], np.zeros((3, 3)),
+                              [0, 0, 0], [0, 0, 0], valid=[1, 1, 1])
+        m.learn(300)
+        assert m._rollout.queued
+        obs, nxt, disc, ret = replay_rows(m, tmp_path)
+        check_transitions(obs, nxt, disc, ret)
+        assert len(obs) + sum(len(q) for q in m._rollout.queues) == m.num_timesteps
+        assert m.learner.metrics()["updates"] > 0
+    vec.close()
+
+
 def test_make_vec_same_step_cartpole(library):
     vec = gymnasium.make_vec("CartPole-v1", 2, "sync",
                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
@@ -245,11 +303,106 @@ def test_spaces_and_predict(library, space, branches):
         assert len(batch) == 4 and all(space.contains(np.asarray(a, space.dtype)) for a in batch)
 
 
-def test_image_observations_refused(library):
+def test_integer_observations_that_are_not_images_refused(library):
     env = BoxEnv(spaces.Discrete(2))
-    env.observation_space = spaces.Box(0, 255, (4, 4), np.uint8)
+    env.observation_space = spaces.Box(0, 255, (16,), np.uint8)
     with pytest.raises(TypeError, match="float dtype"):
         DQN(env, library=library)
+    with pytest.raises(TypeError, match="CnnPolicy needs a uint8 image"):
+        DQN("CnnPolicy", BoxEnv(spaces.Discrete(2)), library=library)
+
+
+# ---- uint8 images (ABI 1.1) ----------------------------------------------------------------
+
+
+class ImageEnv(gymnasium.Env):
+    """Channel-last (6, 6, 2) uint8 frames: pixel [h, w, c] of step t is (6h + w + 36c + 7t)
+    mod 256 (so t = pixel [0, 0, 0] / 7); 6 steps an episode; reward 1 when the action is
+    t % 2."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(0, 255, (6, 6, 2), np.uint8)
+        self.action_space = spaces.Discrete(2)
+        self.t = 0
+
+    @staticmethod
+    def frame(t):
+        h, w, c = np.meshgrid(np.arange(6), np.arange(6), np.arange(2), indexing="ij")
+        return ((6 * h + w + 36 * c + 7 * t) % 256).astype(np.uint8)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.frame(0), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        reward = float(action == self.t % 2)
+        self.t += 1
+        return self.frame(self.t), reward, self.t >= 6, False, {}
+
+
+TINY_CONV = {"conv": [{"out": 4, "kernel": 3, "stride": 1}], "hidden": [16]}
+
+
+def test_image_spaces_map_to_obs_shape_and_cnn_policy_to_nature(library):
+    if not library.has_minor1:
+        pytest.skip("the library is ABI minor 0")
+    small = dict(SMALL, policy_kwargs=None, buffer_size=64)
+    for shape, chw in (((4, 84, 84), [4, 84, 84]), ((84, 84, 4), [4, 84, 84]),
+                       ((84, 84), [1, 84, 84])):
+        env = BoxEnv(spaces.Discrete(2))
+        env.observation_space = spaces.Box(0, 255, shape, np.uint8)
+        with DQN("CnnPolicy", env, library=library, **small) as m:
+            cfg = m.learner_config(1000)
+            assert cfg["obs_shape"] == chw and cfg["obs_dtype"] == "uint8"
+            assert cfg["torso"] == "nature" and "hidden" not in cfg and "obs_dim" not in cfg
+            assert m.space.hwc == (shape == (84, 84, 4))
+            names = dict(m.learner.tensors())
+            assert names["online.torso.conv0.weight"] == (32, chw[0], 8, 8)
+            assert names["online.torso.0.weight"] == (512, 3136)
+    with pytest.raises(sb3_params.UnsupportedKeyword, match="net_arch.*CnnPolicy"):
+        DQN("CnnPolicy", env, library=library, **dict(small, policy_kwargs={"net_arch": [8]}))
+
+
+def test_cnn_policy_trains_and_predicts_on_channel_last_frames(library, tmp_path):
+    """A small conv (learner_config) on a tiny channel-last image env: trains, predicts, and
+    the replay holds the env's frames transposed to (C, H, W) as uint8."""
+    if not library.has_minor1:
+        pytest.skip("the library is ABI minor 0")
+    kw = dict(SMALL, policy_kwargs=None, learner_config=TINY_CONV, buffer_size=512)
+    with DQN("CnnPolicy", ImageEnv(), library=library, **kw) as m:
+        assert m._config["torso"] == "custom" and m.learner.obs_shape == (2, 6, 6)
+        assert m.learner.obs_dtype == np.uint8
+        m.learn(300)
+        assert m.num_timesteps == 300 and m.learner.metrics()["updates"] > 0
+        a, _ = m.predict(ImageEnv.frame(3), deterministic=True)
+        assert a in (0, 1)
+        batch, _ = m.predict(np.stack([ImageEnv.frame(t) for t in range(4)]))
+        assert batch.shape == (4,) and set(batch.tolist()) <= {0, 1}
+        path = m.save(tmp_path / "img", include_replay=True)
+        t = load_file(str(path))
+        n = int(t["replay.size"])
+        assert n == 300
+        f = t["replay.frames"]
+        obs = f[t["replay.obs_ids"][:n, 0]].reshape(n, 2, 6, 6)
+        nxt = f[t["replay.next_ids"][:n, 0]].reshape(n, 2, 6, 6)
+        steps = obs[:, 0, 0, 0] // 7
+        for o, x, k in zip(obs, nxt, steps):
+            np.testing.assert_array_equal(o, ImageEnv.frame(k).transpose(2, 0, 1))
+            np.testing.assert_array_equal(x, ImageEnv.frame(k + 1).transpose(2, 0, 1))
+        loaded = DQN.load(path, env=ImageEnv(), library=library)
+        try:
+            assert loaded.policy == "CnnPolicy" and loaded.learner.obs_shape == (2, 6, 6)
+            b2, _ = loaded.predict(np.stack([ImageEnv.frame(t) for t in range(4)]),
+                                   deterministic=True)
+            d1, _ = m.predict(np.stack([ImageEnv.frame(t) for t in range(4)]),
+                              deterministic=True)
+            np.testing.assert_array_equal(b2, d1)
+            mean, _ = evaluate_policy(loaded, ImageEnv(), n_eval_episodes=2)
+            assert 0.0 <= mean <= 6.0
+        finally:
+            loaded.close()
 
 
 # ---- save / load ---------------------------------------------------------------------------

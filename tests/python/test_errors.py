@@ -455,3 +455,46 @@ print("alive")
                        timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "alive"
+
+
+def test_diverged_update_raises_diverged_error(make_learner, rng):
+    """FHD_ERR_DIVERGED (ABI minor 1): an update whose MSE loss would be Inf is not applied;
+    the exception carries the library's message and the learner is unchanged."""
+    learner = make_learner(loss="mse")
+    b = learner.batch_size
+    obs = rng.standard_normal((b, 4)).astype(np.float32)
+    rewards = np.zeros(b, np.float32)
+    rewards[1] = 1e30
+    before = learner.get_tensor("online.torso.0.weight")
+    with pytest.raises(foxhunt_dqn.DivergedError) as ei:
+        learner.train_batch(obs, np.zeros(b, np.int32), rewards, obs, np.zeros(b, bool))
+    err = ei.value
+    assert err.code == _abi.ERR_DIVERGED == -26
+    assert err.name == learner.library.status_name(-26) == "FHD_ERR_DIVERGED"
+    assert "diverged" in err.message and "not applied" in err.message
+    assert learner.metrics()["diverged_updates"] == 1 and learner.metrics()["updates"] == 0
+    np.testing.assert_array_equal(learner.get_tensor("online.torso.0.weight"), before)
+    assert isinstance(make_error(-26, "FHD_ERR_DIVERGED", "x"), ArithmeticError)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_diverged_step_still_returns_its_actions(library, strict):
+    """step() on a diverging schedule (MSE of 1e30 returns) stores its transition and chooses
+    actions; DivergedError.actions holds them."""
+    cfg = {"obs_dim": 4, "actions": [3], "hidden": [8], "batch_size": 2, "learning_starts": 0,
+           "replay_capacity": 100, "loss": "mse", "seed": 1}
+    with foxhunt_dqn.Learner(cfg, library=library, strict=strict) as learner:
+        o = np.zeros((1, 4), np.float32)
+        learner.step(o)
+        for i in range(1, 20):
+            try:
+                learner.step(o + i, np.array([1e30], np.float32), np.zeros(1, bool),
+                             np.zeros(1, bool))
+            except foxhunt_dqn.DivergedError as exc:
+                assert exc.code == _abi.ERR_DIVERGED and "diverged" in exc.message
+                assert exc.actions.shape == (1, 1) and exc.actions.dtype == np.int32
+                assert 0 <= exc.actions[0, 0] < 3
+                assert learner.metrics()["replay_size"] == i  # stored all the same
+                break
+        else:
+            pytest.fail("no update diverged")
