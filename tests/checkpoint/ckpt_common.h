@@ -220,6 +220,24 @@ static inline int make_dirs(const char *path) {
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
+/* The checkpoint tests' start, `PROG LIBRARY SCRATCH_DIR`: the plugin loaded into *api and the
+ * scratch directory created and copied into dir (cap bytes). Returns -1 when the test goes on,
+ * else the exit code it returns (2: usage, 1: no directory). */
+static inline int ckpt_start(int argc, char **argv, const fhd_api_v1 **api, char *dir,
+                             size_t cap) {
+    if (argc < 3) {
+        printf("usage: %s <libfoxhunt_dqn.so> <scratch dir>\n", argv[0]);
+        return 2;
+    }
+    *api = fhd_test_load(argv[1], NULL);
+    snprintf(dir, cap, "%s", argv[2]);
+    if (make_dirs(dir) != 0) {
+        printf("FAIL cannot create %s\n", dir);
+        return 1;
+    }
+    return -1;
+}
+
 /* ---- files -------------------------------------------------------------------------------- */
 
 

@@ -254,16 +254,9 @@ static void test_failures(void) {
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--saver") == 0)
         return saver(argv[2], argv[3], atoi(argv[4]));
-    if (argc < 3) {
-        printf("usage: %s <libfoxhunt_dqn.so> <scratch dir>\n", argv[0]);
-        return 2;
-    }
-    api = fhd_test_load(argv[1], NULL);
-    snprintf(dir, sizeof dir, "%s", argv[2]);
-    if (make_dirs(dir) != 0) {
-        printf("FAIL cannot create %s\n", dir);
-        return 1;
-    }
+    const int rc = ckpt_start(argc, argv, &api, dir, sizeof dir);
+    if (rc >= 0)
+        return rc;
     char self[1024];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) {

@@ -413,16 +413,9 @@ static void test_rewrite(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        printf("usage: %s <libfoxhunt_dqn.so> <scratch dir>\n", argv[0]);
-        return 2;
-    }
-    api = fhd_test_load(argv[1], NULL);
-    snprintf(dir, sizeof dir, "%s", argv[2]);
-    if (make_dirs(dir) != 0) {
-        printf("FAIL cannot create %s\n", dir);
-        return 1;
-    }
+    const int rc = ckpt_start(argc, argv, &api, dir, sizeof dir);
+    if (rc >= 0)
+        return rc;
     test_hostile_headers();
     test_flags0();
     test_rewrite();
