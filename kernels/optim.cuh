@@ -28,7 +28,7 @@
 #include "device_state.cuh"
 #include "divisor.h"
 
-#define FHD_OPT_MAX_SEGMENTS 24
+#define FHD_OPT_MAX_SEGMENTS 36 /* 2 per layer: 9 linear, 8 conv */
 #define FHD_OPT_MAX_SN 8
 
 /* A range of the flat buffers. A bias segment's gradient arrives as per-block column partials

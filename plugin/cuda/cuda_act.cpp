@@ -33,8 +33,10 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
         }
     p->rows = 0;
     const uint32_t L = b->lo.L;
+    FHD_TRY(fhd__cuda_conv_act_plans(b, p->cfwd, rows));
+    const float *x0 = b->lo.NC ? b->conv.act_flat : b->act_x; /* the linear torso's input */
     for (uint32_t l = 0; l <= L; l++) {
-        const float *x = l == 0 ? b->act_x : ((l - 1) % 2 == 0 ? b->act_a : b->act_b);
+        const float *x = l == 0 ? x0 : ((l - 1) % 2 == 0 ? b->act_a : b->act_b);
         float *y = l == L ? b->act_head : (l % 2 == 0 ? b->act_a : b->act_b);
         const float *alpha = b->lo.layers[l].sn ? b->sn_inv + 2 * FHD_MAX_HIDDEN_LAYERS + l
                                                 : b->d_one;
@@ -53,8 +55,12 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
     const uint32_t m = p->rows;
     if (b->has_sn)
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn_eval, s));
-    FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * lo->S,
-                              cudaMemcpyHostToDevice, s));
+    /* observation rows of the learner's dtype (uint8 rows stay bytes: the conv torso's first
+     * im2col converts them) */
+    const size_t row_bytes = (b->cfg.obs_dtype == FHD_OBS_UINT8 ? 1 : sizeof(float)) * lo->S;
+    FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, row_bytes * m, cudaMemcpyHostToDevice, s));
+    if (lo->NC)
+        FHD_TRY(fhd__cuda_conv_record_act(b, p->cfwd, b->act_x, m, s));
     for (uint32_t l = 0; l <= lo->L; l++)
         FHD_TRY(fhd__gemm_run(b, &p->fwd[l], s, b->ws_main));
     /* the greedy actions written by the kernel into the mapped pinned buffer (a copy node after
@@ -118,10 +124,11 @@ static int32_t act_graph(fhd__backend *b, fhd__act_plans *p, int want_q, cudaGra
     return FHD_OK;
 }
 
-int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
-                           int32_t *greedy) {
+/* obs: n rows of S values of the learner's dtype (float32, or uint8 with a conv torso) */
+static int32_t q_values(fhd__backend *b, uint32_t n, const void *obs, float *q, int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
-    const uint32_t S = lo->S, D = lo->D, KT = lo->KT;
+    const uint32_t D = lo->D, KT = lo->KT;
+    const size_t row_bytes = (b->cfg.obs_dtype == FHD_OBS_UINT8 ? 1 : sizeof(float)) * lo->S;
     const int want_q = q != NULL;
     FHD_CK(b, cudaSetDevice(b->device));
     for (uint32_t r0 = 0; r0 < n; r0 += b->act_rows) {
@@ -130,7 +137,7 @@ int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float 
         FHD_TRY(act_plans(b, m, &p));
         cudaGraphExec_t exec = NULL;
         FHD_TRY(act_graph(b, p, want_q, &exec));
-        memcpy(b->h_act_obs, obs + (size_t)r0 * S, sizeof(float) * m * S);
+        memcpy(b->h_act_obs, (const char *)obs + (size_t)r0 * row_bytes, row_bytes * m);
         FHD_CK(b, cudaGraphLaunch(exec, b->s_main));
         FHD_TRY(fhd__cuda_sync(b, b->s_main));
         if (greedy)
@@ -139,6 +146,19 @@ int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float 
             memcpy(q + (size_t)r0 * KT, b->h_act_q, sizeof(float) * m * KT);
     }
     return FHD_OK;
+}
+
+int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
+                           int32_t *greedy) {
+    return q_values(b, n, obs, q, greedy);
+}
+
+int32_t fhd__cuda_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                              int32_t *greedy) {
+    if (!b->lo.NC)
+        return fhd__cuda_failf(b, FHD_ERR_BACKEND_UNAVAILABLE,
+                               "q_values_u8: uint8 observations need a conv torso here");
+    return q_values(b, n, obs, q, greedy);
 }
 
 int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,

@@ -27,6 +27,7 @@ extern "C" {
 #include "cuda_plan.h"
 
 #include "act.cuh"
+#include "conv.cuh"
 #include "device_state.cuh"
 #include "optim.cuh"
 #include "replay.cuh"
@@ -172,8 +173,34 @@ int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, u
 typedef struct fhd__act_plans {
     uint32_t rows; /* 0: empty */
     fhd__gemm fwd[FHD_MAXL];
+    fhd__gemm cfwd[FHD_MAX_CONV_LAYERS]; /* the conv layers' forwards (cuda_conv.cpp) */
     cudaGraphExec_t exec[2]; /* [want_q] */
 } fhd__act_plans;
+
+/* The convolutional torso (cuda_conv.cpp; NC = 0: none). Shapes: rows_on online images, B
+ * target / backward images, hw_c and ckk_c of layer c, F the linear torso's input, R act rows;
+ * every activation channels-last (images hw_c, cout_c). */
+typedef struct fhd__cuda_conv {
+    uint32_t NC;
+    fhd__conv_geom g[FHD_MAX_CONV_LAYERS];
+    int in_kind;  /* FHD_CONV_IN_U8 or FHD_CONV_IN_F32: what layer 0 reads */
+    float scale;  /* obs_scale */
+    uint32_t F;
+    float *col_on[FHD_MAX_CONV_LAYERS]; /* (rows_on hw_c, ckk_c), kept for dW; layer 0's over
+                                         * all 2B batch images (the target reads next_obs's) */
+    float *y_on[FHD_MAX_CONV_LAYERS];   /* (rows_on hw_c, cout_c) */
+    float *col_tg, *y_tg[2];            /* (B max hw ckk), (B max hw cout) x2: target(s') */
+    float *flat_on, *flat_tg;           /* (rows_on, F), (B, F): the linear torso's inputs */
+    float *dflat;                       /* (B, F) */
+    float *dz[FHD_MAX_CONV_LAYERS];     /* (B hw_c, cout_c) */
+    float *dcol;                        /* (B max hw ckk) */
+    float *bpart[FHD_MAX_CONV_LAYERS];  /* (bparts_c, cout_c) bias-gradient partials */
+    uint32_t bparts[FHD_MAX_CONV_LAYERS];
+    float *act_col, *act_y[2], *act_flat; /* act: (R max hw ckk), (R max hw cout) x2, (R, F) */
+    fhd__gemm fwd_on[FHD_MAX_CONV_LAYERS], fwd_tg[FHD_MAX_CONV_LAYERS];
+    fhd__gemm dw[FHD_MAX_CONV_LAYERS], dx[FHD_MAX_CONV_LAYERS], dx_flat;
+    cudaEvent_t ev_dz[FHD_MAX_CONV_LAYERS];
+} fhd__cuda_conv;
 
 struct fhd__backend {
     fhd__config cfg;
@@ -220,6 +247,10 @@ struct fhd__backend {
     /* the batch: one contiguous region so that train_batch uploads it in one copy */
     float *gbatch;
     float *g_x;               /* (2B, S): obs rows, then next_obs rows */
+    uint8_t *g_x8;            /* (2B, S) bytes: the same rows for obs_dtype "uint8" */
+    /* the linear torso's layer-0 inputs: online (rows_on rows) and target(s') (B rows) of
+     * lo.layers[0].in values: the batch rows, or the conv torso's flattened outputs */
+    const float *mlp_in, *mlp_in_tg;
     int32_t *g_act;           /* (B, D) */
     float *g_ret, *g_disc, *g_w; /* (B): g_w holds host weights (train_batch) */
     size_t gbatch_bytes;
@@ -286,6 +317,7 @@ struct fhd__backend {
     fhd__gemm fwd_on[FHD_MAXL], fwd_tg[FHD_MAXL], bwd_dw[FHD_MAXL], bwd_dx[FHD_MAXL];
     fhd__gemm bwd_dx2[FHD_MAXL], bwd_dw0b; /* the second halves (split_dx, split_dw0) */
     fhd__gemm bwd_dzt[FHD_MAXL];           /* dzt[l] = dz[l]^T (dz_t[l]) */
+    fhd__cuda_conv conv;
     /* kernel arguments, fixed at create */
     fhd__sample_args a_sample;
     fhd__sample_args a_sample_desc, a_sample_obs; /* the next update's batch (ahead): all but
@@ -319,11 +351,31 @@ int32_t fhd__cuda_poll_snapshots(fhd__backend *b);
 void fhd__cuda_poll_rate(fhd__backend *b);
 int32_t fhd__cuda_sync(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e);
+/* cuda_module.cpp: add a device buffer to the allocation list (cuda_conv.cpp's buffers) */
+void fhd__cuda_alloc_add(struct fhd__alloc_list *p, void *ptr, size_t bytes);
+/* cuda_conv.cpp (the conv torso; each does nothing without conv layers) */
+int32_t fhd__cuda_conv_check(fhd__backend *b);
+void fhd__cuda_conv_init(fhd__backend *b);
+void fhd__cuda_conv_plan_buffers(fhd__backend *b, struct fhd__alloc_list *p);
+int32_t fhd__cuda_conv_create_events(fhd__backend *b);
+int32_t fhd__cuda_conv_prepare(fhd__backend *b);
+void fhd__cuda_conv_opt_segments(fhd__backend *b, fhd__opt_args *a);
+/* layer 0's im2col of the whole batch (obs and next_obs rows), before the fork */
+int32_t fhd__cuda_conv_record_input(fhd__backend *b, cudaStream_t s);
+int32_t fhd__cuda_conv_record_forward(fhd__backend *b, int net, cudaStream_t s);
+int32_t fhd__cuda_conv_record_backward(fhd__backend *b, cudaStream_t s0, cudaStream_t s1);
+int32_t fhd__cuda_conv_act_plans(fhd__backend *b, fhd__gemm *gms, uint32_t rows);
+int32_t fhd__cuda_conv_record_act(fhd__backend *b, const fhd__gemm *gms, const void *x,
+                                  uint32_t rows, cudaStream_t s);
+int32_t fhd__cuda_conv_preload_gemms(fhd__backend *b);
+void fhd__cuda_conv_destroy(fhd__backend *b);
 /* cuda_setup.cpp */
 int32_t fhd__cuda_prepare_kernels(fhd__backend *b);
 /* cuda_act.cpp */
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy);
+int32_t fhd__cuda_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                              int32_t *greedy);
 int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,
                                 const int32_t *actions, const float *returns,
                                 const float *next_obs, const float *disc);

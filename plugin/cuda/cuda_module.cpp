@@ -85,6 +85,10 @@ static void plan_add(alloc_plan *p, void *ptr, size_t bytes, int kind, int group
         p->pinned += it->bytes;
 }
 
+void fhd__cuda_alloc_add(struct fhd__alloc_list *p, void *ptr, size_t bytes) {
+    plan_add(p, ptr, bytes, MEM_DEVICE, G_ACT);
+}
+
 static double mib(size_t b) {
     return (double)b / 1048576.0;
 }
@@ -115,10 +119,14 @@ static void cuda_destroy(fhd__backend *b) {
     }
     if (b->bwd_dw0b.ready || b->bwd_dw0b.desc)
         fhd__gemm_destroy(&b->bwd_dw0b);
+    fhd__cuda_conv_destroy(b);
     for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++) {
         for (uint32_t l = 0; l < FHD_MAXL; l++)
             if (b->act_cache[i].fwd[l].ready || b->act_cache[i].fwd[l].desc)
                 fhd__gemm_destroy(&b->act_cache[i].fwd[l]);
+        for (uint32_t c = 0; c < FHD_MAX_CONV_LAYERS; c++)
+            if (b->act_cache[i].cfwd[c].ready || b->act_cache[i].cfwd[c].desc)
+                fhd__gemm_destroy(&b->act_cache[i].cfwd[c]);
         for (int k = 0; k < 2; k++)
             if (b->act_cache[i].exec[k])
                 cudaGraphExecDestroy(b->act_cache[i].exec[k]);
@@ -251,6 +259,9 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->head_t, B * b->HOs * f, MEM_DEVICE, G_ACT);
     b->gbatch_bytes = (2 * B * S + B * D + 3 * B) * f;
     plan_add(p, &b->gbatch, b->gbatch_bytes, MEM_DEVICE, G_ACT);
+    if (b->cfg.obs_dtype == FHD_OBS_UINT8)
+        plan_add(p, &b->g_x8, 2 * B * S, MEM_DEVICE, G_ACT);
+    fhd__cuda_conv_plan_buffers(b, p);
     plan_add(p, &b->w_out, B * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->td, B * D * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->y, B * f, MEM_DEVICE, G_ACT);
@@ -456,7 +467,13 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         }
     }
     if (rc == FHD_OK)
+        rc = fhd__cuda_conv_check(b);
+    if (rc == FHD_OK) {
+        fhd__cuda_conv_init(b);
         rc = create_objects(b);
+    }
+    if (rc == FHD_OK)
+        rc = fhd__cuda_conv_create_events(b);
     if (rc == FHD_OK) { /* cuda_destroy frees through the list whatever allocate got to */
         b->allocs = (alloc_plan *)calloc(1, sizeof(alloc_plan));
         if (!b->allocs)
@@ -478,6 +495,8 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         b->g_ret = b->gbatch + (size_t)2 * b->B * lo->S + (size_t)b->B * lo->D;
         b->g_disc = b->g_ret + b->B;
         b->g_w = b->g_disc + b->B;
+        b->mlp_in = lo->NC ? b->conv.flat_on : b->g_x;
+        b->mlp_in_tg = lo->NC ? b->conv.flat_tg : b->g_x + (size_t)b->B * lo->S;
         rc = initialise(b, params, sn);
     }
     if (rc == FHD_OK)
@@ -506,6 +525,10 @@ static const char *cuda_device_name(const fhd__backend *b) {
 static int32_t op_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy) {
     return fhd__cuda_q_values(b, n, obs, q, greedy);
+}
+static int32_t op_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                              int32_t *greedy) {
+    return fhd__cuda_q_values_u8(b, n, obs, q, greedy);
 }
 static int32_t op_replay_add(fhd__backend *b, uint32_t n, const float *obs,
                              const int32_t *actions, const float *returns, const float *next_obs,
@@ -567,7 +590,7 @@ static const fhd__backend_ops cuda_ops = {
     op_check_invariants,
     op_finish,
     op_describe,
-    nullptr, /* q_values_u8: float32 observations only (pixels are cpu-only for now) */
+    op_q_values_u8,
     nullptr, /* replay_add_u8 */
     nullptr, /* frame_add: no image observations yet */
     nullptr, /* replay_add_ids */

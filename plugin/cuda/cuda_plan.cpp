@@ -37,7 +37,9 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
         lo->L >= 1 && B % 16 == 0 && B >= FHD_SPLIT_MIN_K && m0 * n0 * B <= FHD_SPLIT_MAX_MNK;
     /* layer 0's ReLU-backward kernel exists only with a layer above it (with one hidden layer
      * the loss kernel's dx may make dz_0) */
-    p->fuse_dw0 = lo->L >= 2 && m0 <= FHD_DW0_MAX_IN &&
+    /* (not below a conv torso: the conv backward needs dz_0, which the fused kernel does not
+     * write) */
+    p->fuse_dw0 = lo->NC == 0 && lo->L >= 2 && m0 <= FHD_DW0_MAX_IN &&
                   fhd__cuda_relu_dw_chunks(cfg->batch_size) <= FHD_DW0_MAX_PARTS;
     if (p->fuse_dw0)
         p->split_dw0 = 0;
@@ -47,10 +49,13 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     p->hdw_side = p->split_any || p->fuse_dw0;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         p->dz_t[l] = p->tf32_bwd && l >= 1 && l < lo->L && B % 4 == 0;
-    p->pair_fwd0 = lo->L >= 1 && !has_sn && rows_on * n0 * m0 <= FHD_SPLIT_MAX_MNK;
+    /* (not below a conv torso: the two networks' inputs are two conv stacks' outputs) */
+    p->pair_fwd0 = lo->NC == 0 && lo->L >= 1 && !has_sn && rows_on * n0 * m0 <= FHD_SPLIT_MAX_MNK;
     p->sample_ahead = !has_sn || p->hdw_side;
     p->side_sample = has_sn;
-    p->fork_sn1 = has_sn && p->sample_ahead;
+    /* (not above a conv torso: its layer-0 im2col, shared by both networks, precedes the
+     * fork and follows the sampling) */
+    p->fork_sn1 = has_sn && p->sample_ahead && lo->NC == 0;
     p->head_narrow_on = fhd__cuda_head_narrow(lo, rows_on);
     p->head_narrow_tg = fhd__cuda_head_narrow(lo, B);
     p->head_in_loss = lo->L >= 1 && p->head_narrow_on && p->head_narrow_tg;

@@ -62,7 +62,7 @@ typedef struct fhd__gemm_choice {
     float us, rule_us;  /* the pick's and the rule's time per launch, when timed */
 } fhd__gemm_choice;
 
-#define FHD_PLAN_GEMMS (6 * FHD_MAXL + 1)
+#define FHD_PLAN_GEMMS (6 * FHD_MAXL + 4 * FHD_MAX_CONV_LAYERS + 2)
 
 typedef struct fhd__cuda_plan {
     uint32_t layers; /* L + 1: the layers the per-layer flags cover */

@@ -248,6 +248,7 @@ static void prepare_opt(fhd__backend *b) {
     a->sn_size = lo->sn_size;
     /* segments: every weight matrix (spectrally normalised or not) and every bias vector, whose
      * gradient the norm kernel sums from its partials; in offset order */
+    fhd__cuda_conv_opt_segments(b, a); /* the conv layers' first: they come first in params */
     for (uint32_t l = 0; l <= lo->L; l++) {
         const fhd__layer *ly = &lo->layers[l];
         int32_t sn = -1;
@@ -291,7 +292,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
     const uint32_t L = lo->L, B = b->B, S = lo->S;
     const uint32_t out0 = lo->layers[0].out;
     if (b->plan.pair_fwd0 &&
-        fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->g_x,
+        fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->mlp_in,
                                     b->rows_on > B ? 0 : (int64_t)B * S, b->h[0],
                                     (int64_t)b->rows_on * out0) != FHD_OK) {
         /* no batched algorithm with the bias epilogue: two GEMMs, as without pairing (the
@@ -304,9 +305,9 @@ static int32_t prepare_gemms(fhd__backend *b) {
         const fhd__layer *ly = &lo->layers[l];
         const float *a_on = ly->sn ? b->sn_inv + l : b->d_one;
         const float *a_tg = ly->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + l : b->d_one;
-        const float *xo = l == 0 ? b->g_x : b->h[l - 1];
+        const float *xo = l == 0 ? b->mlp_in : b->h[l - 1];
         /* target(s') */
-        const float *xt = l == 0 ? b->g_x + (size_t)B * S : target_input(b, l);
+        const float *xt = l == 0 ? b->mlp_in_tg : target_input(b, l);
         float *yt = l == L ? b->head_t : (l % 2 == 0 ? b->tg_a : b->tg_b);
         if (!(l == 0 && b->plan.pair_fwd0)) {
             /* online(s) [+ online(s')] */
@@ -322,7 +323,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.m = ly->in;
         s.n = ly->out;
         s.k = B;
-        s.A = l == 0 ? b->g_x : b->h[l - 1];
+        s.A = l == 0 ? b->mlp_in : b->h[l - 1];
         s.lda = ly->in;
         s.B = b->dz[l];
         s.ldb = l == L ? b->HOs : ly->out;
@@ -350,7 +351,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
             s.site = "dW0 half";
             s.beside = 0; /* the last GEMM before the optimiser */
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw[l], &s));
-            s.A = b->g_x + (size_t)(B / 2) * ly->in;
+            s.A = b->mlp_in + (size_t)(B / 2) * ly->in;
             s.B = b->dz[l] + (size_t)(B / 2) * ly->out;
             s.C = b->gpart0;
             s.site = "dW0 half2";
@@ -404,6 +405,8 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
     b->plan.ngemm = 0;
     b->planning = 1;
     int32_t rc = fhd__autotune_begin(b);
+    if (rc == FHD_OK)
+        rc = fhd__cuda_conv_prepare(b);
     if (rc == FHD_OK)
         rc = prepare_gemms(b);
     fhd__autotune_end(b);

@@ -85,14 +85,18 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     const uint32_t l0 = b->plan.pair_fwd0 ? 1 : 0;
     if (l0)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[0], s0, b->ws_main));
+    FHD_TRY(fhd__cuda_conv_record_input(b, s0)); /* shared by both networks: before the fork */
     if (!b->plan.fork_sn1) {
         FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
         FHD_CK(b, cudaStreamWaitEvent(s1, b->ev_fork, 0));
     }
-    /* the head forwards are the loss kernel's own with head_in_loss */
+    /* the head forwards are the loss kernel's own with head_in_loss; a conv torso runs first
+     * (cuda_conv.cpp) */
     const uint32_t top = L - (b->plan.head_in_loss ? 1u : 0u);
+    FHD_TRY(fhd__cuda_conv_record_forward(b, 0, s0));
     for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], s0, b->ws_main));
+    FHD_TRY(fhd__cuda_conv_record_forward(b, 1, s1));
     for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], s1, b->ws_side));
     FHD_CK(b, cudaEventRecord(b->ev_tgt, s1));
@@ -141,7 +145,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
                 FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_join[l], 0));
             if (l == 1 && b->plan.fuse_dw0)
                 FHD_CK(b, fhd__cuda_relu_backward_dw(b->dz[0], dx2, b->h[0], b->bpart[0], b->B,
-                                                     below->out, b->g_x, below->in,
+                                                     below->out, b->mlp_in, below->in,
                                                      b->grad + below->w_off, b->gpart0, s0));
             else
                 FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], dx2,
@@ -162,6 +166,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
             FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[l], s1, b->ws_side));
         }
     }
+    /* below the linear torso, the conv torso's backward: dx chain on s0, dW GEMMs on s1 */
+    FHD_TRY(fhd__cuda_conv_record_backward(b, s0, s1));
     FHD_CK(b, cudaEventRecord(b->ev_dw, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_dw, 0));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_prio, 0));
@@ -225,6 +231,7 @@ static int32_t preload(fhd__backend *b) {
     }
     if (b->plan.split_dw0)
         FHD_TRY(fhd__gemm_run(b, &b->bwd_dw0b, b->s_main, b->ws_main));
+    FHD_TRY(fhd__cuda_conv_preload_gemms(b));
     FHD_CK(b, cudaMemsetAsync(b->grad, 0, b->P * sizeof(float), b->s_main));
     return fhd__cuda_sync(b, b->s_main);
 }
@@ -427,8 +434,15 @@ int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_tr
     FHD_CK(b, cudaSetDevice(b->device));
     /* pinned staging with the device region's layout: obs | next_obs | actions | R | disc | w */
     float *h = b->h_batch;
-    memcpy(h, hb->obs, sizeof(float) * B * S);
-    memcpy(h + (size_t)B * S, hb->next_obs, sizeof(float) * B * S);
+    if (b->g_x8) { /* uint8 rows: staged as bytes in the obs part, copied into g_x8 */
+        memcpy(h, hb->obs_u8, (size_t)B * S);
+        memcpy((uint8_t *)h + (size_t)B * S, hb->next_obs_u8, (size_t)B * S);
+        FHD_CK(b, cudaMemcpyAsync(b->g_x8, h, (size_t)2 * B * S, cudaMemcpyHostToDevice,
+                                  b->s_main));
+    } else {
+        memcpy(h, hb->obs, sizeof(float) * B * S);
+        memcpy(h + (size_t)B * S, hb->next_obs, sizeof(float) * B * S);
+    }
     memcpy(h + (size_t)2 * B * S, hb->actions, sizeof(int32_t) * B * D);
     float *tail = h + (size_t)2 * B * S + (size_t)B * D;
     memcpy(tail, hb->rewards, sizeof(float) * B);

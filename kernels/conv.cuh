@@ -1,0 +1,55 @@
+/* conv.cuh - the non-GEMM parts of a convolutional torso on the CUDA backend (host-includable
+ * declarations). The GEMMs go through cuBLASLt (plugin/cuda/cuda_conv.cpp).
+ *
+ * A conv layer is a linear layer over rows = images x output positions (docs/design.md, section
+ * 8): activations are kept channels-last, y (n hw, cout) row-major (row (i, oh, ow)), so that
+ *   forward   y (n hw, cout)     = relu(col (n hw, ckk) W^T + b)       one GEMM, bias+ReLU epilogue
+ *   dW        dW (cout, ckk)     = dz^T (cout, n hw) col (n hw, ckk)   one GEMM over K = n hw
+ *   dcol      dcol (n hw, ckk)   = dz (n hw, cout) W (cout, ckk)       one GEMM
+ * with W the PyTorch (cout, cin, k, k) tensor read as its (cout, ckk) matrix. The kernels here
+ * build col, put dcol back (col2im), and move between channels-last and the (C, H, W) order the
+ * linear torso sees (nn.Flatten), with the ReLU backward and the bias-gradient partials folded
+ * into the kernels that produce each layer's dz.
+ */
+#ifndef FHD_KERNELS_CONV_CUH
+#define FHD_KERNELS_CONV_CUH
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+
+/* One conv layer's shape (plugin/layout.h, fhd__conv_layer). */
+typedef struct fhd__conv_geom {
+    uint32_t cin, hin, win, cout, hout, wout, k, stride, pad;
+    uint32_t ckk, hw; /* cin k k, hout wout */
+} fhd__conv_geom;
+
+/* What im2col reads: a channels-last activation of the layer below (float), or observation
+ * rows (C, H, W) of the learner's dtype, multiplied by the scale as they are packed. */
+enum { FHD_CONV_IN_NHWC = 0, FHD_CONV_IN_F32 = 1, FHD_CONV_IN_U8 = 2 };
+
+/* col (n hw, ckk): col[i hw + oh wout + ow][(ci k + kh) k + kw] = scale x_i[ci][ih][iw] with
+ * ih = oh stride - pad + kh, iw = ow stride - pad + kw (0 outside the input). x_i starts
+ * x_stride elements after x_{i-1}. */
+cudaError_t fhd__cuda_im2col(float *col, const void *x, int kind, float scale, uint64_t x_stride,
+                             uint32_t n, const fhd__conv_geom *g, cudaStream_t stream);
+
+/* flat (n, cout hw)[i][c hw + p] = y (n hw, cout)[i hw + p][c]: the last conv layer's output in
+ * nn.Flatten's (C, H, W) order, the linear torso's input. */
+cudaError_t fhd__cuda_conv_flatten(float *flat, const float *y, uint32_t n, uint32_t hw,
+                                   uint32_t c, cudaStream_t stream);
+
+/* The gradient at a conv layer's pre-activation, dz (n hw, c) channels-last, times the ReLU's
+ * mask (h > 0, h the layer's output), and that layer's bias-gradient partials:
+ *   from_flat (the last conv layer): dz[i hw + p][c] = dflat[i][c hw + p]
+ *   else (layer below conv g):        dz = col2im of dcol (n g.hw, g.ckk), the sum over the
+ *                                     (kh, kw) whose window covers the position, kh then kw
+ * partial (parts, c): row chunk j's sum of dz[.][c] (fhd__cuda_conv_dz_parts(n hw) chunks in
+ * order); the optimiser's norm pass adds them up (a bias segment). No atomics: deterministic. */
+uint32_t fhd__cuda_conv_dz_parts(uint64_t rows);
+cudaError_t fhd__cuda_conv_dz(float *dz, float *partial, const float *h, const float *src,
+                              int from_flat, uint32_t n, uint32_t hw, uint32_t c,
+                              const fhd__conv_geom *g, cudaStream_t stream);
+
+cudaError_t fhd__cuda_conv_preload(void);
+
+#endif
