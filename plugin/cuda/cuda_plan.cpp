@@ -23,6 +23,7 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     (void)dev; /* no rule depends on the device yet; the GEMM choices do (cuda_gemm.cpp) */
     memset(p, 0, sizeof *p);
     p->layers = lo->L + 1;
+    p->conv_layers = lo->NC;
     const uint64_t B = cfg->batch_size;
     const uint64_t rows_on = cfg->double_dqn ? 2 * B : B;
     const int has_sn = lo->num_sn > 0;
@@ -166,6 +167,9 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
                          : "in_update",
         tf(p->fork_sn1), p->hdw_side ? "own" : "after_priority_update");
     put(&j, ",\"streams\":%d", 3 + p->use_aux + p->use_hdw);
+    if (p->conv_layers) /* the conv torso's form (docs/design.md, section 5) */
+        put(&j, ",\"conv\":{\"layers\":%u,\"form\":\"im2col_gemm\",\"layout\":\"nhwc\","
+                "\"shared_input_im2col\":true}", p->conv_layers);
     put(&j, ",\"optimizer\":{\"form\":\"%s\",\"grid\":%u,\"per_thread\":%u}",
         p->opt_grid ? (p->opt_one_pass ? "fused_one_pass" : "fused_loop") : "two_kernels",
         p->opt_grid, p->opt_per);

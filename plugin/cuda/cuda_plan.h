@@ -66,6 +66,10 @@ typedef struct fhd__gemm_choice {
 
 typedef struct fhd__cuda_plan {
     uint32_t layers; /* L + 1: the layers the per-layer flags cover */
+    /* the conv torso below them (lo.NC layers): im2col + one GEMM a layer, channels-last,
+     * layer 0's im2col shared by both networks (cuda_conv.cpp); it turns off pair_fwd0,
+     * fuse_dw0 and fork_sn1 */
+    uint32_t conv_layers;
     /* precision (matmul_precision) */
     int tf32_fwd, tf32_bwd;
     /* Small backward GEMMs on the critical path as two halves on two streams, each a K loop of
