@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "frames.cuh"
 
 /* Forward plans of the act path for `rows` rows (cached by row count). */
 static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
@@ -53,8 +54,17 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
     const uint32_t m = p->rows;
     if (b->has_sn)
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn_eval, s));
-    FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * lo->S,
-                              cudaMemcpyHostToDevice, s));
+    const fhd__cuda_img *g = b->img;
+    if (g->u8) { /* m rows of S bytes up, then the floats layer 0 reads (cuda_frames.h) */
+        FHD_CK(b, cudaMemcpyAsync(g->act_x8, b->h_act_obs, (size_t)m * lo->S,
+                                  cudaMemcpyHostToDevice, s));
+        FHD_CK(b, fhd__cuda_convert(b->act_x, g->act_x8, 1, (uint64_t)m * lo->S, g->scale, s));
+    } else {
+        FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * lo->S,
+                                  cudaMemcpyHostToDevice, s));
+        if (g->conv) /* obs_scale != 1, in place */
+            FHD_CK(b, fhd__cuda_convert(b->act_x, b->act_x, 0, (uint64_t)m * lo->S, g->scale, s));
+    }
     for (uint32_t l = 0; l <= lo->L; l++)
         FHD_TRY(fhd__gemm_run(b, &p->fwd[l], s, b->ws_main));
     /* the greedy actions written by the kernel into the mapped pinned buffer (a copy node after
@@ -118,10 +128,11 @@ static int32_t act_graph(fhd__backend *b, fhd__act_plans *p, int want_q, cudaGra
     return FHD_OK;
 }
 
-int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
-                           int32_t *greedy) {
+/* Observation rows of rb bytes (S floats, or S bytes for uint8), in chunks of act_rows. */
+static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *obs, size_t rb,
+                             float *q, int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
-    const uint32_t S = lo->S, D = lo->D, KT = lo->KT;
+    const uint32_t D = lo->D, KT = lo->KT;
     const int want_q = q != NULL;
     FHD_CK(b, cudaSetDevice(b->device));
     for (uint32_t r0 = 0; r0 < n; r0 += b->act_rows) {
@@ -130,7 +141,7 @@ int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float 
         FHD_TRY(act_plans(b, m, &p));
         cudaGraphExec_t exec = NULL;
         FHD_TRY(act_graph(b, p, want_q, &exec));
-        memcpy(b->h_act_obs, obs + (size_t)r0 * S, sizeof(float) * m * S);
+        memcpy(b->h_act_obs, obs + (size_t)r0 * rb, rb * m);
         FHD_CK(b, cudaGraphLaunch(exec, b->s_main));
         FHD_TRY(fhd__cuda_sync(b, b->s_main));
         if (greedy)
@@ -141,10 +152,23 @@ int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float 
     return FHD_OK;
 }
 
+int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
+                           int32_t *greedy) {
+    return q_values_rows(b, n, (const unsigned char *)obs, sizeof(float) * b->lo.S, q, greedy);
+}
+
+int32_t fhd__cuda_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                              int32_t *greedy) {
+    return q_values_rows(b, n, obs, b->lo.S, q, greedy);
+}
+
 int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,
                                 const int32_t *actions, const float *returns,
                                 const float *next_obs, const float *disc) {
     const uint32_t S = b->lo.S, D = b->lo.D;
+    if (b->img->u8 || b->img->frames)
+        return fhd__cuda_failf(b, FHD_ERR_INTERNAL,
+                               "replay_add: this replay takes uint8 rows or frames");
     FHD_CK(b, cudaSetDevice(b->device));
     for (uint32_t r0 = 0; r0 < n; r0 += b->stage_rows) {
         const uint32_t m = n - r0 < b->stage_rows ? n - r0 : b->stage_rows;

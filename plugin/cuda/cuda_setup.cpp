@@ -101,13 +101,14 @@ static void prepare_sample(fhd__backend *b) {
     a->r_ret = b->r_ret;
     a->r_disc = b->r_disc;
     a->g_obs = b->g_x;
-    a->g_next = b->g_x + (size_t)b->B * b->lo.S;
+    a->g_next = b->g_x ? b->g_x + (size_t)b->B * b->lo.S : NULL;
     a->g_act = b->g_act;
     a->g_ret = b->g_ret;
     a->g_disc = b->g_disc;
     a->idx = b->idx;
     a->q = b->qs;
     a->part_min = b->part_min;
+    fhd__cuda_img_sample_args(b, a); /* uint8 rings, frames, the rows' form (cuda_frames.cpp) */
     b->a_sample_desc = *a; /* the next update's batch, sampled ahead in two launches */
     b->a_sample_desc.ahead = 1;
     b->a_sample_desc.part = FHD_SAMPLE_NO_OBS;
@@ -288,11 +289,12 @@ static void prepare_opt(fhd__backend *b) {
 
 static int32_t prepare_gemms(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
-    const uint32_t L = lo->L, B = b->B, S = lo->S;
+    /* layer 0 reads the MLP's input mlp_in, (2B, in0) rows: obs rows, then next_obs rows */
+    const uint32_t L = lo->L, B = b->B, in0 = lo->layers[0].in;
     const uint32_t out0 = lo->layers[0].out;
     if (b->plan.pair_fwd0 &&
-        fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->g_x,
-                                    b->rows_on > B ? 0 : (int64_t)B * S, b->h[0],
+        fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->mlp_in,
+                                    b->rows_on > B ? 0 : (int64_t)B * in0, b->h[0],
                                     (int64_t)b->rows_on * out0) != FHD_OK) {
         /* no batched algorithm with the bias epilogue: two GEMMs, as without pairing (the
          * descriptors of the failed plan go, and so does its message) */
@@ -304,9 +306,9 @@ static int32_t prepare_gemms(fhd__backend *b) {
         const fhd__layer *ly = &lo->layers[l];
         const float *a_on = ly->sn ? b->sn_inv + l : b->d_one;
         const float *a_tg = ly->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + l : b->d_one;
-        const float *xo = l == 0 ? b->g_x : b->h[l - 1];
+        const float *xo = l == 0 ? b->mlp_in : b->h[l - 1];
         /* target(s') */
-        const float *xt = l == 0 ? b->g_x + (size_t)B * S : target_input(b, l);
+        const float *xt = l == 0 ? b->mlp_in + (size_t)B * in0 : target_input(b, l);
         float *yt = l == L ? b->head_t : (l % 2 == 0 ? b->tg_a : b->tg_b);
         if (!(l == 0 && b->plan.pair_fwd0)) {
             /* online(s) [+ online(s')] */
@@ -322,7 +324,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.m = ly->in;
         s.n = ly->out;
         s.k = B;
-        s.A = l == 0 ? b->g_x : b->h[l - 1];
+        s.A = l == 0 ? b->mlp_in : b->h[l - 1];
         s.lda = ly->in;
         s.B = b->dz[l];
         s.ldb = l == L ? b->HOs : ly->out;
@@ -350,7 +352,7 @@ static int32_t prepare_gemms(fhd__backend *b) {
             s.site = "dW0 half";
             s.beside = 0; /* the last GEMM before the optimiser */
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw[l], &s));
-            s.A = b->g_x + (size_t)(B / 2) * ly->in;
+            s.A = b->mlp_in + (size_t)(B / 2) * ly->in;
             s.B = b->dz[l] + (size_t)(B / 2) * ly->out;
             s.C = b->gpart0;
             s.site = "dW0 half2";

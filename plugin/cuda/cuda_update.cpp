@@ -141,7 +141,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
                 FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_join[l], 0));
             if (l == 1 && b->plan.fuse_dw0)
                 FHD_CK(b, fhd__cuda_relu_backward_dw(b->dz[0], dx2, b->h[0], b->bpart[0], b->B,
-                                                     below->out, b->g_x, below->in,
+                                                     below->out, b->mlp_in, below->in,
                                                      b->grad + below->w_off, b->gpart0, s0));
             else
                 FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], dx2,
@@ -420,21 +420,22 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
  * (not captured). The offline / parity path: it waits for the update so that the statistics and
  * the optional TD errors and targets it returns belong to this update. */
 int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
-    const uint32_t B = b->B, S = b->lo.S, D = b->lo.D;
+    const uint32_t B = b->B, D = b->lo.D;
     if (hb->B != B)
         return fhd__cuda_failf(b, FHD_ERR_SIZE_MISMATCH, "train_batch: %u rows; batch_size is %u",
                                hb->B, B);
     FHD_CK(b, cudaSetDevice(b->device));
-    /* pinned staging with the device region's layout: obs | next_obs | actions | R | disc | w */
+    /* pinned staging with the device region's layout: obs | next_obs (float32 or uint8) |
+     * actions | R | disc | w */
     float *h = b->h_batch;
-    memcpy(h, hb->obs, sizeof(float) * B * S);
-    memcpy(h + (size_t)B * S, hb->next_obs, sizeof(float) * B * S);
-    memcpy(h + (size_t)2 * B * S, hb->actions, sizeof(int32_t) * B * D);
-    float *tail = h + (size_t)2 * B * S + (size_t)B * D;
+    float *h_act = fhd__cuda_img_stage_batch(b, hb, (unsigned char *)h);
+    memcpy(h_act, hb->actions, sizeof(int32_t) * B * D);
+    float *tail = h_act + (size_t)B * D;
     memcpy(tail, hb->rewards, sizeof(float) * B);
     memcpy(tail + B, hb->disc, sizeof(float) * B);
     memcpy(tail + 2 * B, hb->weights, sizeof(float) * B);
     FHD_CK(b, cudaMemcpyAsync(b->gbatch, h, b->gbatch_bytes, cudaMemcpyHostToDevice, b->s_main));
+    FHD_TRY(fhd__cuda_img_convert_batch(b, b->s_main)); /* mlp_in of uint8 / scaled inputs */
     FHD_TRY(fhd__cuda_record_update(b, 0, 0, 0));
     b->updates++;
     if (hb->td || hb->y) {
