@@ -2,19 +2,9 @@
 #include "common.cuh"
 #include "replay.cuh"
 #include "sumtree.h"
+#include "tree_set.cuh"
 
 #define ADD_ROWS 8 /* rows per block, one warp each */
-
-static __device__ __forceinline__ void tree_set(uint64_t *nodes, uint32_t leaves, uint64_t slot,
-                                                uint64_t q) {
-    uint32_t n = leaves + (uint32_t)slot;
-    q = q > FHD_PRIO_MAX_Q ? FHD_PRIO_MAX_Q : q;
-    const uint64_t delta = q - nodes[n]; /* modulo 2^64 */
-    nodes[n] = q;
-    if (delta)
-        for (n >>= 1; n >= 1; n >>= 1)
-            atomicAdd(reinterpret_cast<unsigned long long *>(nodes + n), (unsigned long long)delta);
-}
 
 __global__ void __launch_bounds__(32 * ADD_ROWS)
     fhd_replay_add_kernel(const __grid_constant__ fhd__replay_add_args a) {
@@ -35,7 +25,7 @@ __global__ void __launch_bounds__(32 * ADD_ROWS)
         a.r_ret[s] = a.ret[i];
         a.r_disc[s] = a.disc[i];
         if (a.prioritized)
-            tree_set(a.nodes, a.leaves, s, a.st->max_q);
+            fhd_tree_set(a.nodes, a.leaves, s, a.st->max_q);
     }
 }
 
@@ -50,7 +40,7 @@ __global__ void fhd_sumtree_set_sorted_kernel(uint64_t *nodes, uint32_t leaves, 
                                               const uint32_t *idx, const uint64_t *q) {
     const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n && (i == n - 1 || idx[i + 1] != idx[i]))
-        tree_set(nodes, leaves, idx[i], q[i]);
+        fhd_tree_set(nodes, leaves, idx[i], q[i]);
 }
 
 cudaError_t fhd__cuda_sumtree_set_sorted(uint64_t *nodes, uint32_t leaves, uint32_t n,

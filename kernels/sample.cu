@@ -28,6 +28,86 @@ static __device__ __forceinline__ void copy_row(float *dst, const float *src, ui
     }
 }
 
+/* fe elements of one source row (uint8 or float) into a batch row in the form a.dst asks for:
+ * 16-byte accesses where the row and its offsets allow them. */
+static __device__ __forceinline__ void copy_elems(const fhd__sample_args &a, size_t dst_off,
+                                                  const void *src, uint32_t fe, int lane) {
+    const bool v4 = (fe & 3u) == 0 && (dst_off & 3u) == 0;
+    if (a.dst == FHD_GATHER_U8) { /* uint8 -> uint8 */
+        const uint8_t *s8 = static_cast<const uint8_t *>(src);
+        uint8_t *d8 = a.g_obs8 + dst_off;
+        if ((fe & 15u) == 0 && (dst_off & 15u) == 0 && ((uintptr_t)s8 & 15u) == 0) {
+            const uint4 *s16 = reinterpret_cast<const uint4 *>(s8);
+            uint4 *d16 = reinterpret_cast<uint4 *>(d8);
+            for (uint32_t c = lane; c < fe / 16; c += 32)
+                d16[c] = __ldg(s16 + c);
+        } else {
+            for (uint32_t c = lane; c < fe; c += 32)
+                d8[c] = __ldg(s8 + c);
+        }
+        return;
+    }
+    float *d = a.g_obs + dst_off;
+    const float sc = a.dst == FHD_GATHER_SCALED ? a.scale : 1.0f;
+    const bool scaled = a.dst == FHD_GATHER_SCALED;
+    if (a.src_u8) {
+        const uint8_t *s8 = static_cast<const uint8_t *>(src);
+        if (v4 && ((uintptr_t)s8 & 3u) == 0) {
+            const uchar4 *s4 = reinterpret_cast<const uchar4 *>(s8);
+            float4 *d4 = reinterpret_cast<float4 *>(d);
+            for (uint32_t c = lane; c < fe / 4; c += 32) {
+                const uchar4 u = s4[c];
+                d4[c] = make_float4(__fmul_rn(sc, (float)u.x), __fmul_rn(sc, (float)u.y),
+                                    __fmul_rn(sc, (float)u.z), __fmul_rn(sc, (float)u.w));
+            }
+        } else {
+            for (uint32_t c = lane; c < fe; c += 32)
+                d[c] = __fmul_rn(sc, (float)__ldg(s8 + c));
+        }
+        return;
+    }
+    const float *sf = static_cast<const float *>(src);
+    if (v4 && ((uintptr_t)sf & 15u) == 0) {
+        const float4 *s4 = reinterpret_cast<const float4 *>(sf);
+        float4 *d4 = reinterpret_cast<float4 *>(d);
+        for (uint32_t c = lane; c < fe / 4; c += 32) {
+            float4 v = __ldg(s4 + c);
+            if (scaled)
+                v = make_float4(__fmul_rn(sc, v.x), __fmul_rn(sc, v.y), __fmul_rn(sc, v.z),
+                                __fmul_rn(sc, v.w));
+            d4[c] = v;
+        }
+    } else {
+        for (uint32_t c = lane; c < fe; c += 32)
+            d[c] = scaled ? __fmul_rn(sc, __ldg(sf + c)) : __ldg(sf + c);
+    }
+}
+
+/* Slot s's obs (next = 0) or next_obs (next = 1) into batch row `row` of 2B (obs rows [0, B),
+ * next rows [B, 2B)): the plain float copy, or for uint8 rings, scaled rows and frames the k
+ * frames by id (row id mod M of the frame ring) in the form a.dst asks for. */
+static __device__ __forceinline__ void gather_obs(const fhd__sample_args &a, uint64_t s, int next,
+                                                  uint32_t row, int lane) {
+    if (!a.frames && !a.src_u8 && a.dst == FHD_GATHER_F32) {
+        copy_row(a.g_obs + (size_t)row * a.S, (next ? a.r_next : a.r_obs) + s * a.S, a.S, lane);
+        return;
+    }
+    const size_t esize = a.src_u8 ? 1 : 4;
+    if (!a.frames) {
+        const void *src = a.src_u8 ? (const void *)((next ? a.r_next8 : a.r_obs8) + s * a.S)
+                                   : (const void *)((next ? a.r_next : a.r_obs) + s * a.S);
+        copy_elems(a, (size_t)row * a.S, src, a.S, lane);
+        return;
+    }
+    const uint32_t k = a.fk, fe = a.S / k;
+    const uint64_t *ids = (next ? a.t_next : a.t_obs) + s * k;
+    for (uint32_t f = 0; f < k; f++) {
+        const uint64_t r = __ldg(reinterpret_cast<const unsigned long long *>(ids) + f) % a.M;
+        copy_elems(a, (size_t)row * a.S + (size_t)f * fe,
+                   static_cast<const char *>(a.frames) + r * fe * esize, fe, lane);
+    }
+}
+
 /* fhd__sumtree_descend by a whole warp, FHD_WARP_LEVELS levels per step. Among the 2^k
  * descendants c_0.. of node i, k levels down, the one-level walk ends at the first c_t whose
  * inclusive prefix sum exceeds the target (the last one if none does: it compares the target
@@ -89,7 +169,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
     const uint32_t j = blockIdx.x * SAMPLES_PER_BLOCK + warp;
     if (a.part == FHD_SAMPLE_OBS) { /* the slots sampled by a FHD_SAMPLE_NO_OBS launch before */
         if (j < a.B)
-            copy_row(a.g_obs + (size_t)j * a.S, a.r_obs + (size_t)a.idx[j] * a.S, a.S, lane);
+            gather_obs(a, a.idx[j], 0, j, lane);
         return;
     }
     uint64_t qj = UINT64_MAX;
@@ -110,6 +190,8 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
             }
         } else {
             s = fhd__rng_below64(r, a.st->replay_size);
+            if (a.frames) /* the live range [first_live, T) of the frame-once replay */
+                s = (*a.first_live + s) % a.N;
         }
         if (lane == 0) {
             a.idx[j] = (uint32_t)s;
@@ -119,8 +201,8 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
                 a.q[j] = qj;
         }
         if (a.part != FHD_SAMPLE_NO_OBS)
-            copy_row(a.g_obs + (size_t)j * a.S, a.r_obs + s * a.S, a.S, lane);
-        copy_row(a.g_next + (size_t)j * a.S, a.r_next + s * a.S, a.S, lane);
+            gather_obs(a, s, 0, j, lane);
+        gather_obs(a, s, 1, a.B + j, lane);
         for (uint32_t d = lane; d < a.D; d += 32)
             a.g_act[(size_t)j * a.D + d] = a.r_act[s * a.D + d];
     }

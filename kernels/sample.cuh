@@ -32,7 +32,8 @@ typedef struct fhd__sample_args {
     const float *r_obs, *r_next;   /* (N, S) */
     const int32_t *r_act;          /* (N, D) */
     const float *r_ret, *r_disc;   /* (N) */
-    float *g_obs, *g_next;         /* (B, S) each */
+    float *g_obs, *g_next;         /* (B, S) each, g_next = g_obs + B S: the gather writes
+                                    * 2B rows from g_obs (obs rows, then next_obs rows) */
     int32_t *g_act;                /* (B, D) */
     float *g_ret, *g_disc;         /* (B) */
     uint32_t *idx;                 /* (B) sampled slots, non-decreasing when prioritized */
@@ -43,7 +44,23 @@ typedef struct fhd__sample_args {
                                     * the next, sampled at the end of this one (counter
                                     * st->sample_ahead) */
     int part;                      /* FHD_SAMPLE_* below */
+    /* image observations (all 0 / NULL otherwise; plugin/cuda/cuda_frames.cpp fills them) */
+    int src_u8;                    /* replay rows / frames are uint8 */
+    const uint8_t *r_obs8, *r_next8; /* (N, S) flat uint8 rings (src_u8, no frames) */
+    const void *frames;            /* (M, S / fk) frame ring of the frame-once replay */
+    const uint64_t *t_obs, *t_next; /* (N, fk) frame ids of each slot's obs / next_obs */
+    const uint64_t *first_live;    /* (1) frames: a uniform draw r is slot (first_live + r) % N */
+    uint64_t M, N;
+    uint32_t fk;                   /* frames per observation (frame_stack; 1 without frames) */
+    int dst;                       /* FHD_GATHER_* below: what the batch rows get */
+    float scale;                   /* FHD_GATHER_SCALED: obs_scale */
+    uint8_t *g_obs8;               /* (2B, S) FHD_GATHER_U8: obs rows, then next_obs rows */
 } fhd__sample_args;
+
+/* The batch rows' form: raw floats into g_obs / g_next (float32 replay rows or frames), raw
+ * bytes into g_obs8 (uint8, for a conv torso that converts), or obs_scale * value as
+ * float into g_obs / g_next (the MLP's input where there is no conv). */
+enum { FHD_GATHER_F32 = 0, FHD_GATHER_U8 = 1, FHD_GATHER_SCALED = 2 };
 
 /* What a launch does: everything; everything but the obs rows (the descent, as soon as the
  * tree is final); only the obs rows of the slots in idx (once layer 0's backward, their last

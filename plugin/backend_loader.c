@@ -61,20 +61,14 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
     return ops;
 }
 
-/* What of the config the CUDA module cannot run yet (pixels are CPU-only for now), or NULL.
- * Decided here, before the module is loaded or asked. */
+/* What of the config the CUDA module cannot run yet (spectral norm on conv layers: "all" with
+ * a conv torso; everything else of the pixels runs there), or NULL. Decided here, before the
+ * module is loaded or asked, so that "auto" falls back instead of failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
-    if (c->num_conv > 0) {
-        *path = "$.conv";
-        return "convolutional torsos (conv, torso \"nature\")";
-    }
-    if (c->obs_dtype == FHD_OBS_UINT8) {
-        *path = "$.obs_dtype";
-        return "uint8 observations (obs_dtype \"uint8\")";
-    }
-    if (c->num_obs_shape > 0) {
-        *path = "$.obs_shape";
-        return "image observations (obs_shape, with their frame-once replay)";
+    if (c->num_conv > 0 && c->spectral_norm == FHD_SN_ALL) {
+        *path = "$.spectral_norm";
+        return "spectral norm on conv layers (spectral_norm \"all\" with a conv torso; \"last\" "
+               "runs there)";
     }
     return NULL;
 }
@@ -85,14 +79,14 @@ int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
     const char *pixels = cuda_unsupported(&L->cfg, &path);
     if (pixels && L->cfg.backend == FHD_BACKEND_CUDA) {
         fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, path,
-                       "%s: backend \"cuda\" does not support %s yet: pixels (ABI 1.1) run on "
-                       "the cpu backend only for now; allowed: backend \"cpu\" or \"auto\"",
+                       "%s: backend \"cuda\" does not support %s yet: they run on the cpu "
+                       "backend only for now; allowed: backend \"cpu\" or \"auto\"",
                        path, pixels);
         return FHD_ERR_BACKEND_UNAVAILABLE;
     }
     if (pixels && L->cfg.backend == FHD_BACKEND_AUTO) {
         snprintf(L->fallback_reason, sizeof L->fallback_reason,
-                 "the cuda backend does not support %s yet (pixels are cpu-only for now)", pixels);
+                 "the cuda backend does not support %s yet (cpu-only for now)", pixels);
         L->ops = &fhd__cpu_backend_ops;
         L->cfg.matmul_precision = FHD_PREC_FP32;
         return FHD_OK;

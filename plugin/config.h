@@ -124,15 +124,29 @@ uint32_t fhd__config_total_actions(const fhd__config *cfg); /* KT = sum_d K_d */
 uint64_t fhd__config_param_count(const fhd__config *cfg);
 
 /* The multiplier applied to observations: obs_scale, or its per-dtype default when 0
- * (1/255 for uint8, 1 for float32). */
-float fhd__config_obs_scale(const fhd__config *cfg);
+ * (1/255 for uint8, 1 for float32). Inline: the CUDA module, which never links the core, uses
+ * these three too. */
+static inline float fhd__config_obs_scale(const fhd__config *cfg) {
+    if (cfg->obs_scale != 0.0)
+        return (float)cfg->obs_scale;
+    return cfg->obs_dtype == FHD_OBS_UINT8 ? 1.0f / 255.0f : 1.0f;
+}
 /* Frames of the frame-once replay of image observations (obs_shape): M = capacity +
  * max(capacity / 32, 2 k num_envs (n_step + 1) + 1), k = frame_stack (a frame is 1/k of an
  * observation), room for every live transition's frames
  * and the observations still pending in the n-step staging (cpu_replay_frames.c). */
-uint64_t fhd__config_frame_capacity(const fhd__config *cfg);
+static inline uint64_t fhd__config_frame_capacity(const fhd__config *cfg) {
+    const uint64_t N = cfg->replay_capacity;
+    /* frames an observation staged for the n-step return may see added before it is used:
+     * at most 2 k per env and call (obs, next_obs of k frames each) over n_step + 1 calls */
+    const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1;
+    const uint64_t pending = 2 * k * (uint64_t)cfg->num_envs * (cfg->n_step + 1) + 1;
+    return N + (N / 32 > pending ? N / 32 : pending);
+}
 /* Bytes of one observation row: S * (4 for float32, 1 for uint8). */
-uint64_t fhd__config_obs_bytes(const fhd__config *cfg);
+static inline uint64_t fhd__config_obs_bytes(const fhd__config *cfg) {
+    return (uint64_t)cfg->obs_dim * (cfg->obs_dtype == FHD_OBS_UINT8 ? 1u : 4u);
+}
 /* Input of convolution i of `cfg` (a valid config with obs_shape): *c, *h, *w; i = 0 is
  * obs_shape, i = num_conv what the MLP torso receives (flattened: c*h*w). Returns 0, or -1 when
  * i > num_conv or a size does not fit (only in configs the parser rejected). */

@@ -108,25 +108,6 @@ uint64_t fhd__config_param_count(const fhd__config *cfg) {
     return total + out * in + out;
 }
 
-float fhd__config_obs_scale(const fhd__config *cfg) {
-    if (cfg->obs_scale != 0.0)
-        return (float)cfg->obs_scale;
-    return cfg->obs_dtype == FHD_OBS_UINT8 ? 1.0f / 255.0f : 1.0f;
-}
-
-uint64_t fhd__config_frame_capacity(const fhd__config *cfg) {
-    const uint64_t N = cfg->replay_capacity;
-    /* frames an observation staged for the n-step return may see added before it is used:
-     * at most 2 k per env and call (obs, next_obs of k frames each) over n_step + 1 calls */
-    const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1;
-    const uint64_t pending = 2 * k * (uint64_t)cfg->num_envs * (cfg->n_step + 1) + 1;
-    return N + (N / 32 > pending ? N / 32 : pending);
-}
-
-uint64_t fhd__config_obs_bytes(const fhd__config *cfg) {
-    return (uint64_t)cfg->obs_dim * (cfg->obs_dtype == FHD_OBS_UINT8 ? 1u : 4u);
-}
-
 int fhd__config_conv_in(const fhd__config *cfg, uint32_t i, uint32_t *c, uint32_t *h, uint32_t *w) {
     uint64_t cc, hh, ww;
     if (cfg->num_obs_shape != 3 || i > cfg->num_conv || cfg->num_conv > FHD_MAX_CONV_LAYERS)

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "frames.cuh"
 
 /* Forward plans of the act path for `rows` rows (cached by row count). */
 static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
@@ -55,12 +56,22 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
     const uint32_t m = p->rows;
     if (b->has_sn)
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn_eval, s));
-    /* observation rows of the learner's dtype (uint8 rows stay bytes: the conv torso's first
-     * im2col converts them) */
-    const size_t row_bytes = (b->cfg.obs_dtype == FHD_OBS_UINT8 ? 1 : sizeof(float)) * lo->S;
-    FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, row_bytes * m, cudaMemcpyHostToDevice, s));
-    if (lo->NC)
-        FHD_TRY(fhd__cuda_conv_record_act(b, p->cfwd, b->act_x, m, s));
+    const fhd__cuda_img *g = b->img;
+    if (lo->NC) { /* raw rows up; the conv torso's first im2col converts and scales them */
+        void *x = g->u8 ? (void *)g->act_x8 : (void *)b->act_x;
+        FHD_CK(b, cudaMemcpyAsync(x, b->h_act_obs, (size_t)m * lo->S * (g->u8 ? 1 : sizeof(float)),
+                                  cudaMemcpyHostToDevice, s));
+        FHD_TRY(fhd__cuda_conv_record_act(b, p->cfwd, x, m, s));
+    } else if (g->u8) { /* m rows of S bytes up, then the floats layer 0 reads (cuda_frames.h) */
+        FHD_CK(b, cudaMemcpyAsync(g->act_x8, b->h_act_obs, (size_t)m * lo->S,
+                                  cudaMemcpyHostToDevice, s));
+        FHD_CK(b, fhd__cuda_convert(b->act_x, g->act_x8, 1, (uint64_t)m * lo->S, g->scale, s));
+    } else {
+        FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * lo->S,
+                                  cudaMemcpyHostToDevice, s));
+        if (g->conv) /* obs_scale != 1, in place */
+            FHD_CK(b, fhd__cuda_convert(b->act_x, b->act_x, 0, (uint64_t)m * lo->S, g->scale, s));
+    }
     for (uint32_t l = 0; l <= lo->L; l++)
         FHD_TRY(fhd__gemm_run(b, &p->fwd[l], s, b->ws_main));
     /* the greedy actions written by the kernel into the mapped pinned buffer (a copy node after
@@ -124,11 +135,11 @@ static int32_t act_graph(fhd__backend *b, fhd__act_plans *p, int want_q, cudaGra
     return FHD_OK;
 }
 
-/* obs: n rows of S values of the learner's dtype (float32, or uint8 with a conv torso) */
-static int32_t q_values(fhd__backend *b, uint32_t n, const void *obs, float *q, int32_t *greedy) {
+/* Observation rows of rb bytes (S floats, or S bytes for uint8), in chunks of act_rows. */
+static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *obs, size_t rb,
+                             float *q, int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
     const uint32_t D = lo->D, KT = lo->KT;
-    const size_t row_bytes = (b->cfg.obs_dtype == FHD_OBS_UINT8 ? 1 : sizeof(float)) * lo->S;
     const int want_q = q != NULL;
     FHD_CK(b, cudaSetDevice(b->device));
     for (uint32_t r0 = 0; r0 < n; r0 += b->act_rows) {
@@ -137,7 +148,7 @@ static int32_t q_values(fhd__backend *b, uint32_t n, const void *obs, float *q, 
         FHD_TRY(act_plans(b, m, &p));
         cudaGraphExec_t exec = NULL;
         FHD_TRY(act_graph(b, p, want_q, &exec));
-        memcpy(b->h_act_obs, (const char *)obs + (size_t)r0 * row_bytes, row_bytes * m);
+        memcpy(b->h_act_obs, obs + (size_t)r0 * rb, rb * m);
         FHD_CK(b, cudaGraphLaunch(exec, b->s_main));
         FHD_TRY(fhd__cuda_sync(b, b->s_main));
         if (greedy)
@@ -150,21 +161,21 @@ static int32_t q_values(fhd__backend *b, uint32_t n, const void *obs, float *q, 
 
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy) {
-    return q_values(b, n, obs, q, greedy);
+    return q_values_rows(b, n, (const unsigned char *)obs, sizeof(float) * b->lo.S, q, greedy);
 }
 
 int32_t fhd__cuda_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
                               int32_t *greedy) {
-    if (!b->lo.NC)
-        return fhd__cuda_failf(b, FHD_ERR_BACKEND_UNAVAILABLE,
-                               "q_values_u8: uint8 observations need a conv torso here");
-    return q_values(b, n, obs, q, greedy);
+    return q_values_rows(b, n, obs, b->lo.S, q, greedy);
 }
 
 int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,
                                 const int32_t *actions, const float *returns,
                                 const float *next_obs, const float *disc) {
     const uint32_t S = b->lo.S, D = b->lo.D;
+    if (b->img->u8 || b->img->frames)
+        return fhd__cuda_failf(b, FHD_ERR_INTERNAL,
+                               "replay_add: this replay takes uint8 rows or frames");
     FHD_CK(b, cudaSetDevice(b->device));
     for (uint32_t r0 = 0; r0 < n; r0 += b->stage_rows) {
         const uint32_t m = n - r0 < b->stage_rows ? n - r0 : b->stage_rows;

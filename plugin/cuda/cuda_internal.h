@@ -24,6 +24,7 @@ extern "C" {
 }
 
 #include "cuda_ext.h"
+#include "cuda_frames.h"
 #include "cuda_plan.h"
 
 #include "act.cuh"
@@ -238,7 +239,7 @@ struct fhd__backend {
     float *sn;                /* (2 sn_size): online u/v, then target */
     /* forward activations */
     float *h[FHD_MAXL];       /* online: (rows_on, out_l); h[L] is the head output (rows_on, HOs) */
-    float *tg_a, *tg_b;       /* (B, max_width) target ping-pong */
+    float *tg_a, *tg_b;       /* (B, torso width: max H_l) target ping-pong */
     float *head_t;            /* (B, HOs) target(s') head output */
     float *dz[FHD_MAXL];      /* (B, out_l): gradient at layer l's pre-activation; dz[L] (B, HOs) */
     float *dxp[FHD_MAXL];     /* (B, in_l): split_dx's second halves */
@@ -246,11 +247,15 @@ struct fhd__backend {
     float *gpart0;            /* (parts, out_0 in_0): split_dw0 one, fuse_dw0 chunks - 1 */
     /* the batch: one contiguous region so that train_batch uploads it in one copy */
     float *gbatch;
-    float *g_x;               /* (2B, S): obs rows, then next_obs rows */
-    uint8_t *g_x8;            /* (2B, S) bytes: the same rows for obs_dtype "uint8" */
-    /* the linear torso's layer-0 inputs: online (rows_on rows) and target(s') (B rows) of
-     * lo.layers[0].in values: the batch rows, or the conv torso's flattened outputs */
-    const float *mlp_in, *mlp_in_tg;
+    float *g_x;               /* (2B, S): obs rows, then next_obs rows (float32 observations;
+                               * NULL for uint8) */
+    uint8_t *g_x8;            /* (2B, S) bytes in place of g_x for obs_dtype uint8 */
+    /* the MLP's layer-0 input, (2B, layers[0].in) rows: g_x for float32 at scale 1, the
+     * converted rows (img->x_conv) for uint8 or scaled inputs without conv layers, the conv
+     * torso's output with conv layers */
+    const float *mlp_in;
+    const float *mlp_in_tg; /* target(s') layer-0 input (B, layers[0].in): mlp_in + B rows,
+                             * or the conv torso's target output */
     int32_t *g_act;           /* (B, D) */
     float *g_ret, *g_disc, *g_w; /* (B): g_w holds host weights (train_batch) */
     size_t gbatch_bytes;
@@ -282,7 +287,9 @@ struct fhd__backend {
     float *d_one, *d_zero;
     /* act */
     uint32_t act_rows;        /* R */
-    float *act_x, *act_a, *act_b, *act_head, *act_q; /* (R, S), (R, max_width) x2, (R, HOs), (R, KT) */
+    /* act_x (R, S): the observations as floats (converted from img->act_x8 / scaled in place
+     * when img->conv), layer 0's input without conv layers; act_a, act_b (R, max H_l) */
+    float *act_x, *act_a, *act_b, *act_head, *act_q; /* (R, HOs) head, (R, KT) Q values */
     int32_t *act_greedy;      /* (R, D) */
     float *h_act_obs, *h_act_q;
     int32_t *h_act_greedy;
@@ -328,6 +335,9 @@ struct fhd__backend {
     /* the captured update, FHD_CUDA_GRAPHS variants (cuda_ext.h: FHD_CUDA_GRAPH_*) */
     cudaGraph_t graph[FHD_CUDA_GRAPHS];
     cudaGraphExec_t gexec[FHD_CUDA_GRAPHS];
+
+    /* image observations: uint8 / scaled inputs and the frame-once replay (cuda_frames.h) */
+    struct fhd__cuda_img *img;
 
     /* host mirrors */
     uint64_t updates, pos, size, max_q;
@@ -379,6 +389,35 @@ int32_t fhd__cuda_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, f
 int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,
                                 const int32_t *actions, const float *returns,
                                 const float *next_obs, const float *disc);
+/* cuda_frames.cpp: image observations (see cuda_frames.h). setup before the buffers are
+ * planned, init after they are allocated and initialised; flush sends pending frames and
+ * transitions of the frame-once replay to the device (a no-op for other configs). */
+int32_t fhd__cuda_img_setup(fhd__backend *b);
+int32_t fhd__cuda_img_init(fhd__backend *b);
+void fhd__cuda_img_destroy(fhd__backend *b);
+int32_t fhd__cuda_img_flush(fhd__backend *b);
+/* The sampling arguments' image fields (the ring's dtype, frames, the batch rows' form). */
+void fhd__cuda_img_sample_args(fhd__backend *b, fhd__sample_args *a);
+/* train_batch: the host batch's obs and next_obs rows into pinned staging h (the gbatch
+ * layout); returns where the actions go. Then, once uploaded, the MLP's input converted. */
+float *fhd__cuda_img_stage_batch(fhd__backend *b, const fhd__host_batch *hb, unsigned char *h);
+int32_t fhd__cuda_img_convert_batch(fhd__backend *b, cudaStream_t s);
+int32_t fhd__cuda_replay_append_u8(fhd__backend *b, uint32_t n, const uint8_t *obs,
+                                   const int32_t *actions, const float *returns,
+                                   const uint8_t *next_obs, const float *disc);
+int32_t fhd__cuda_frame_add(fhd__backend *b, const void *row, const uint64_t *hint,
+                            uint64_t *ids);
+int32_t fhd__cuda_replay_add_ids(fhd__backend *b, uint32_t n, const uint64_t *obs_ids,
+                                 const int32_t *actions, const float *returns,
+                                 const uint64_t *next_ids, const float *disc);
+/* cuda_frames_state.cpp */
+int fhd__cuda_img_kind(const fhd__backend *b, int kind);
+int32_t fhd__cuda_img_read(fhd__backend *b, int kind, uint64_t offset, uint64_t count,
+                           void *dst);
+int32_t fhd__cuda_img_write(fhd__backend *b, int kind, uint64_t offset, uint64_t count,
+                            const void *src);
+int32_t fhd__cuda_img_set_scalars(fhd__backend *b, const fhd__backend_scalars *in);
+int32_t fhd__cuda_img_check(fhd__backend *b, char *msg, size_t cap);
 /* cuda_state.cpp */
 int32_t fhd__cuda_read(fhd__backend *b, int kind, uint64_t offset, uint64_t count, void *dst);
 int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t count,

@@ -169,6 +169,7 @@ static void cuda_destroy(fhd__backend *b) {
     if (b->ev_ahead)
         cudaEventDestroy(b->ev_ahead);
 
+    fhd__cuda_img_destroy(b);
     if (b->s_main)
         cudaStreamDestroy(b->s_main);
     if (b->s_side)
@@ -221,11 +222,38 @@ static int32_t create_objects(fhd__backend *b) {
 static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     const fhd__layout *lo = &b->lo;
     const uint64_t P = b->P, N = b->N, S = lo->S, D = lo->D, B = b->B, KT = lo->KT;
-    const uint64_t HO = lo->head_out, W = lo->max_width, R = b->act_rows;
+    const uint64_t HO = lo->head_out, R = b->act_rows;
+    uint64_t W = 1; /* torso width: the target ping-pong and act buffers hold torso outputs */
+    for (uint32_t l = 0; l < lo->L; l++)
+        W = lo->layers[l].out > W ? lo->layers[l].out : W;
     const size_t f = sizeof(float);
-    /* replay */
-    plan_add(p, &b->r_obs, N * S * f, MEM_DEVICE, G_REPLAY);
-    plan_add(p, &b->r_next, N * S * f, MEM_DEVICE, G_REPLAY);
+    fhd__cuda_img *g = b->img;
+    /* replay: float32 rows, or (cuda_frames.h) uint8 rows or the frame-once replay */
+    if (!g->u8 && !g->frames) {
+        plan_add(p, &b->r_obs, N * S * f, MEM_DEVICE, G_REPLAY);
+        plan_add(p, &b->r_next, N * S * f, MEM_DEVICE, G_REPLAY);
+    }
+    /* ---- image observations (cuda_frames.h) ---- */
+    if (g->u8 && !g->frames) {
+        plan_add(p, &g->r_obs8, N * S, MEM_DEVICE, G_REPLAY);
+        plan_add(p, &g->r_next8, N * S, MEM_DEVICE, G_REPLAY);
+    }
+    if (g->frames) {
+        plan_add(p, &g->d_frames, g->M * g->fbytes, MEM_DEVICE, G_REPLAY);
+        plan_add(p, &g->d_t_obs, N * g->k * 8, MEM_DEVICE, G_REPLAY);
+        plan_add(p, &g->d_t_next, N * g->k * 8, MEM_DEVICE, G_REPLAY);
+        plan_add(p, &g->d_first_live, 8, MEM_DEVICE, G_REPLAY);
+        plan_add(p, &g->d_ts, g->ts_bytes, MEM_DEVICE, G_ACT);
+        plan_add(p, &g->cache, g->C * g->fbytes, MEM_PINNED, 0);
+        plan_add(p, &g->readback, g->fbytes, MEM_PINNED, 0);
+        plan_add(p, &g->h_ts[0], g->ts_bytes, MEM_PINNED, 0);
+        plan_add(p, &g->h_ts[1], g->ts_bytes, MEM_PINNED, 0);
+    }
+    if (g->conv)
+        plan_add(p, &g->x_conv, 2 * B * S * f, MEM_DEVICE, G_ACT);
+    if (g->u8)
+        plan_add(p, &g->act_x8, R * S, MEM_DEVICE, G_ACT);
+    /* ---- */
     plan_add(p, &b->r_act, N * D * 4, MEM_DEVICE, G_REPLAY);
     plan_add(p, &b->r_ret, N * f, MEM_DEVICE, G_REPLAY);
     plan_add(p, &b->r_disc, N * f, MEM_DEVICE, G_REPLAY);
@@ -257,10 +285,9 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->tg_a, B * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->tg_b, B * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->head_t, B * b->HOs * f, MEM_DEVICE, G_ACT);
-    b->gbatch_bytes = (2 * B * S + B * D + 3 * B) * f;
+    /* obs | next_obs (float32, or uint8 rounded up to 16 bytes) | actions | R | disc | w */
+    b->gbatch_bytes = (g->u8 ? (2 * B * S + 15) / 16 * 16 : 2 * B * S * f) + (B * D + 3 * B) * f;
     plan_add(p, &b->gbatch, b->gbatch_bytes, MEM_DEVICE, G_ACT);
-    if (b->cfg.obs_dtype == FHD_OBS_UINT8)
-        plan_add(p, &b->g_x8, 2 * B * S, MEM_DEVICE, G_ACT);
     fhd__cuda_conv_plan_buffers(b, p);
     plan_add(p, &b->w_out, B * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->td, B * D * f, MEM_DEVICE, G_ACT);
@@ -274,7 +301,10 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->act_head, R * b->HOs * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_q, R * KT * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_greedy, R * D * 4, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->d_stage, (size_t)b->stage_rows * (2 * S + D + 2) * f, MEM_DEVICE, G_ACT);
+    /* replay staging rows (float32 or uint8 observations; the frame replay stages its own) */
+    const uint64_t stage_obs = g->frames ? 0 : S;
+    plan_add(p, &b->d_stage, (size_t)b->stage_rows * (2 * stage_obs + D + 2) * f, MEM_DEVICE,
+             G_ACT);
     /* small state, scratch, workspaces */
     plan_add(p, &b->st, sizeof(fhd__dev_scalars), MEM_DEVICE, G_WORK);
     plan_add(p, &b->sn_sigma, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
@@ -321,8 +351,10 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->h_act_obs, R * S * f, MEM_PINNED, 0);
     plan_add(p, &b->h_act_q, R * KT * f, MEM_PINNED, 0);
     plan_add(p, &b->h_act_greedy, R * D * 4, MEM_PINNED, 0);
-    plan_add(p, &b->h_stage[0], (size_t)b->stage_rows * (2 * S + D + 2) * f, MEM_PINNED, 0);
-    plan_add(p, &b->h_stage[1], (size_t)b->stage_rows * (2 * S + D + 2) * f, MEM_PINNED, 0);
+    plan_add(p, &b->h_stage[0], (size_t)b->stage_rows * (2 * stage_obs + D + 2) * f, MEM_PINNED,
+             0);
+    plan_add(p, &b->h_stage[1], (size_t)b->stage_rows * (2 * stage_obs + D + 2) * f, MEM_PINNED,
+             0);
     plan_add(p, &b->h_batch, b->gbatch_bytes, MEM_PINNED, 0);
     plan_add(p, &b->h_tdy, (B * D + B) * f, MEM_PINNED, 0);
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
@@ -479,6 +511,8 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         if (!b->allocs)
             rc = fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY, "cuda backend: out of host memory");
     }
+    if (rc == FHD_OK)
+        rc = fhd__cuda_img_setup(b);
     if (rc == FHD_OK) {
         plan_buffers(b, b->allocs);
         rc = allocate(b, b->allocs);
@@ -490,15 +524,19 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         (void)cudaGetLastError();
     }
     if (rc == FHD_OK) {
-        b->g_x = b->gbatch;
-        b->g_act = (int32_t *)(b->gbatch + (size_t)2 * b->B * lo->S);
-        b->g_ret = b->gbatch + (size_t)2 * b->B * lo->S + (size_t)b->B * lo->D;
+        const size_t xb = b->gbatch_bytes - ((size_t)b->B * lo->D + 3 * (size_t)b->B) * 4;
+        b->g_x = b->img->u8 ? NULL : b->gbatch;
+        b->g_x8 = b->img->u8 ? (uint8_t *)(void *)b->gbatch : NULL;
+        b->g_act = (int32_t *)(void *)((char *)b->gbatch + xb);
+        b->g_ret = (float *)(void *)(b->g_act + (size_t)b->B * lo->D);
         b->g_disc = b->g_ret + b->B;
         b->g_w = b->g_disc + b->B;
-        b->mlp_in = lo->NC ? b->conv.flat_on : b->g_x;
-        b->mlp_in_tg = lo->NC ? b->conv.flat_tg : b->g_x + (size_t)b->B * lo->S;
+        b->mlp_in = lo->NC ? b->conv.flat_on : b->img->conv ? b->img->x_conv : b->g_x;
+        b->mlp_in_tg = lo->NC ? b->conv.flat_tg : b->mlp_in + (size_t)b->B * lo->layers[0].in;
         rc = initialise(b, params, sn);
     }
+    if (rc == FHD_OK)
+        rc = fhd__cuda_img_init(b);
     if (rc == FHD_OK)
         rc = fhd__cuda_prepare_kernels(b);
     if (rc == FHD_OK)
@@ -526,38 +564,51 @@ static int32_t op_q_values(fhd__backend *b, uint32_t n, const float *obs, float 
                            int32_t *greedy) {
     return fhd__cuda_q_values(b, n, obs, q, greedy);
 }
-static int32_t op_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
-                              int32_t *greedy) {
-    return fhd__cuda_q_values_u8(b, n, obs, q, greedy);
-}
 static int32_t op_replay_add(fhd__backend *b, uint32_t n, const float *obs,
                              const int32_t *actions, const float *returns, const float *next_obs,
                              const float *disc) {
     return fhd__cuda_replay_append(b, n, obs, actions, returns, next_obs, disc);
 }
 static int32_t op_train(fhd__backend *b, uint32_t n, fhd_train_stats *st) {
+    FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_img_flush(b)); /* the frame replay's pending adds first */
     return fhd__cuda_train(b, n, st);
 }
 static int32_t op_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
     return fhd__cuda_train_batch(b, hb, st);
 }
 static int32_t op_read(fhd__backend *b, int kind, uint64_t off, uint64_t n, void *dst) {
+    if (fhd__cuda_img_kind(b, kind))
+        return fhd__cuda_img_read(b, kind, off, n, dst);
+    FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_img_flush(b));
     return fhd__cuda_read(b, kind, off, n, dst);
 }
 static int32_t op_write(fhd__backend *b, int kind, uint64_t off, uint64_t n, const void *src) {
+    if (fhd__cuda_img_kind(b, kind))
+        return fhd__cuda_img_write(b, kind, off, n, src);
+    FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_img_flush(b));
     return fhd__cuda_write(b, kind, off, n, src);
 }
 static int32_t op_get_scalars(fhd__backend *b, fhd__backend_scalars *o) {
     return fhd__cuda_get_scalars(b, o);
 }
 static int32_t op_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) {
-    return fhd__cuda_set_scalars(b, in);
+    if (in->replay_pos >= b->N || in->replay_size > b->N || in->max_priority_q == 0)
+        return fhd__cuda_failf(b, FHD_ERR_INVALID_ARGUMENT, "replay position/size out of range");
+    FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_img_flush(b));
+    FHD_TRY(fhd__cuda_set_scalars(b, in));
+    return fhd__cuda_img_set_scalars(b, in);
 }
 static int32_t op_latest_stats(fhd__backend *b, fhd__update_stats *o) {
     return fhd__cuda_latest_stats(b, o);
 }
 
 static int32_t op_check_invariants(fhd__backend *b, char *msg, size_t cap) {
+    if (b->img->frames)
+        return fhd__cuda_img_check(b, msg, cap);
     return fhd__cuda_check_invariants(b, msg, cap);
 }
 
@@ -567,6 +618,7 @@ static int32_t op_describe(fhd__backend *b, char *buf, size_t cap) {
 
 static int32_t op_finish(fhd__backend *b) {
     FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_img_flush(b));
     FHD_TRY(fhd__cuda_sync(b, b->s_main));
     return fhd__cuda_poll_snapshots(b); /* every snapshot is complete now */
 }
@@ -590,10 +642,10 @@ static const fhd__backend_ops cuda_ops = {
     op_check_invariants,
     op_finish,
     op_describe,
-    op_q_values_u8,
-    nullptr, /* replay_add_u8 */
-    nullptr, /* frame_add: no image observations yet */
-    nullptr, /* replay_add_ids */
+    fhd__cuda_q_values_u8,
+    fhd__cuda_replay_append_u8,
+    fhd__cuda_frame_add,
+    fhd__cuda_replay_add_ids,
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *

@@ -101,13 +101,14 @@ static void prepare_sample(fhd__backend *b) {
     a->r_ret = b->r_ret;
     a->r_disc = b->r_disc;
     a->g_obs = b->g_x;
-    a->g_next = b->g_x + (size_t)b->B * b->lo.S;
+    a->g_next = b->g_x ? b->g_x + (size_t)b->B * b->lo.S : NULL;
     a->g_act = b->g_act;
     a->g_ret = b->g_ret;
     a->g_disc = b->g_disc;
     a->idx = b->idx;
     a->q = b->qs;
     a->part_min = b->part_min;
+    fhd__cuda_img_sample_args(b, a); /* uint8 rings, frames, the rows' form (cuda_frames.cpp) */
     b->a_sample_desc = *a; /* the next update's batch, sampled ahead in two launches */
     b->a_sample_desc.ahead = 1;
     b->a_sample_desc.part = FHD_SAMPLE_NO_OBS;
@@ -289,11 +290,12 @@ static void prepare_opt(fhd__backend *b) {
 
 static int32_t prepare_gemms(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
-    const uint32_t L = lo->L, B = b->B, S = lo->S;
+    /* layer 0 reads the MLP's input mlp_in, (2B, in0) rows: obs rows, then next_obs rows */
+    const uint32_t L = lo->L, B = b->B, in0 = lo->layers[0].in;
     const uint32_t out0 = lo->layers[0].out;
     if (b->plan.pair_fwd0 &&
         fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->mlp_in,
-                                    b->rows_on > B ? 0 : (int64_t)B * S, b->h[0],
+                                    b->rows_on > B ? 0 : (int64_t)B * in0, b->h[0],
                                     (int64_t)b->rows_on * out0) != FHD_OK) {
         /* no batched algorithm with the bias epilogue: two GEMMs, as without pairing (the
          * descriptors of the failed plan go, and so does its message) */

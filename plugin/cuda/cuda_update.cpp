@@ -427,28 +427,22 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
  * (not captured). The offline / parity path: it waits for the update so that the statistics and
  * the optional TD errors and targets it returns belong to this update. */
 int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
-    const uint32_t B = b->B, S = b->lo.S, D = b->lo.D;
+    const uint32_t B = b->B, D = b->lo.D;
     if (hb->B != B)
         return fhd__cuda_failf(b, FHD_ERR_SIZE_MISMATCH, "train_batch: %u rows; batch_size is %u",
                                hb->B, B);
     FHD_CK(b, cudaSetDevice(b->device));
-    /* pinned staging with the device region's layout: obs | next_obs | actions | R | disc | w */
+    /* pinned staging with the device region's layout: obs | next_obs (float32 or uint8) |
+     * actions | R | disc | w */
     float *h = b->h_batch;
-    if (b->g_x8) { /* uint8 rows: staged as bytes in the obs part, copied into g_x8 */
-        memcpy(h, hb->obs_u8, (size_t)B * S);
-        memcpy((uint8_t *)h + (size_t)B * S, hb->next_obs_u8, (size_t)B * S);
-        FHD_CK(b, cudaMemcpyAsync(b->g_x8, h, (size_t)2 * B * S, cudaMemcpyHostToDevice,
-                                  b->s_main));
-    } else {
-        memcpy(h, hb->obs, sizeof(float) * B * S);
-        memcpy(h + (size_t)B * S, hb->next_obs, sizeof(float) * B * S);
-    }
-    memcpy(h + (size_t)2 * B * S, hb->actions, sizeof(int32_t) * B * D);
-    float *tail = h + (size_t)2 * B * S + (size_t)B * D;
+    float *h_act = fhd__cuda_img_stage_batch(b, hb, (unsigned char *)h);
+    memcpy(h_act, hb->actions, sizeof(int32_t) * B * D);
+    float *tail = h_act + (size_t)B * D;
     memcpy(tail, hb->rewards, sizeof(float) * B);
     memcpy(tail + B, hb->disc, sizeof(float) * B);
     memcpy(tail + 2 * B, hb->weights, sizeof(float) * B);
     FHD_CK(b, cudaMemcpyAsync(b->gbatch, h, b->gbatch_bytes, cudaMemcpyHostToDevice, b->s_main));
+    FHD_TRY(fhd__cuda_img_convert_batch(b, b->s_main)); /* mlp_in of uint8 / scaled inputs */
     FHD_TRY(fhd__cuda_record_update(b, 0, 0, 0));
     b->updates++;
     if (hb->td || hb->y) {
