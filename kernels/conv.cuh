@@ -43,8 +43,9 @@ cudaError_t fhd__cuda_conv_flatten(float *flat, const float *y, uint32_t n, uint
  *   from_flat (the last conv layer): dz[i hw + p][c] = dflat[i][c hw + p]
  *   else (layer below conv g):        dz = col2im of dcol (n g.hw, g.ckk), the sum over the
  *                                     (kh, kw) whose window covers the position, kh then kw
- * partial (parts, c): row chunk j's sum of dz[.][c] (fhd__cuda_conv_dz_parts(n hw) chunks in
- * order); the optimiser's norm pass adds them up (a bias segment). No atomics: deterministic. */
+ * partial (parts, c): part j's sum of dz[.][c] over its chunks of 32 rows (j, j + parts, ...),
+ * parts = fhd__cuda_conv_dz_parts(n hw) <= 128; the optimiser's norm pass adds them up (a bias
+ * segment). No atomics: deterministic. */
 uint32_t fhd__cuda_conv_dz_parts(uint64_t rows);
 cudaError_t fhd__cuda_conv_dz(float *dz, float *partial, const float *h, const float *src,
                               int from_flat, uint32_t n, uint32_t hw, uint32_t c,

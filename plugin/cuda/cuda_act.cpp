@@ -27,6 +27,9 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         if (p->fwd[l].ready || p->fwd[l].desc)
             fhd__gemm_destroy(&p->fwd[l]);
+    for (uint32_t c = 0; c < FHD_MAX_CONV_LAYERS; c++)
+        if (p->cfwd[c].ready || p->cfwd[c].desc)
+            fhd__gemm_destroy(&p->cfwd[c]);
     for (int k = 0; k < 2; k++)
         if (p->exec[k]) {
             cudaGraphExecDestroy(p->exec[k]);

@@ -49,7 +49,7 @@ void fhd__cuda_conv_init(fhd__backend *b) {
     for (uint32_t c = 0; c < lo->NC; c++)
         cv->g[c] = geom(&lo->conv[c]);
     cv->in_kind = b->cfg.obs_dtype == FHD_OBS_UINT8 ? FHD_CONV_IN_U8 : FHD_CONV_IN_F32;
-    cv->scale = (float)b->cfg.obs_scale;
+    cv->scale = fhd__config_obs_scale(&b->cfg);
     cv->F = lo->layers[0].in;
 }
 

@@ -333,6 +333,8 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         bias_total += lo->layers[l].out;
     }
     bias_total += HO;
+    for (uint32_t c = 0; c < lo->NC; c++) /* the conv layers' biases are segments too */
+        bias_total += lo->conv[c].cout;
     /* the optimiser grid: one block per 512 weights at most and per 32 biases, one more per
      * segment */
     plan_add(p, &b->opt_partial,

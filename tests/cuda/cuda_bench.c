@@ -8,7 +8,8 @@
  * final wait is noise). Prints the median and the minimum over the repetitions, and the act
  * latency (greedy actions for 1 and 256 observations, host to host).
  *
- *   cuda_bench [NAME ...]     NAME in C0 B1 B1-sn U1 B2-fp32 B2-tf32f B2-tf32 B3 B3-tf32f B3-tf32
+ *   cuda_bench [NAME ...]     NAME in C0 B1 B1-sn U1 A1 A1-tf32f A2 A2-tf32f B2-fp32 B2-tf32f
+ *                             B2-tf32 B3 B3-tf32f B3-tf32
  *                             (default: all; -tf32f: tf32_forward; U1 is no preset: a user's
  *                             37 -> 384 -> 192 -> 7 dueling network at batch 512)
  * FHD_BENCH_AUTOTUNE=off|fast|full sets the configs' autotune key; FHD_BENCH_PLAN prints the
@@ -48,6 +49,9 @@ typedef struct bench {
     COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], \"actions\": [5, 5, 5, 5], "            \
            "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\", "  \
            "\"cql_alpha\": 0.1"
+#define CFG_A                                                                                  \
+    COMMON ", \"obs_shape\": [4, 84, 84], \"obs_dtype\": \"uint8\", \"torso\": \"nature\", "    \
+           "\"actions\": [6], \"replay_capacity\": 100000"
 #define PREC_TF32F ", \"matmul_precision\": \"tf32_forward\""
 #define PREC_TF32 ", \"matmul_precision\": \"tf32\""
 
@@ -61,6 +65,12 @@ static const bench benches[] = {
     /* not a preset: the 37 -> 384 -> 192 -> 7 dueling network of issue 30, a user's shape */
     {"U1", "{" COMMON ", \"obs_dim\": 37, \"hidden\": [384, 192], \"actions\": [7], "
            "\"batch_size\": 512, \"replay_capacity\": 1048576}"},
+    /* A1 / A2 (bench/presets): Nature CNN on [4, 84, 84] uint8 at batch 32 / 256, over a
+     * 100k replay filled through observe */
+    {"A1", "{" CFG_A ", \"batch_size\": 32}"},
+    {"A1-tf32f", "{" CFG_A ", \"batch_size\": 32" PREC_TF32F "}"},
+    {"A2", "{" CFG_A ", \"batch_size\": 256}"},
+    {"A2-tf32f", "{" CFG_A ", \"batch_size\": 256" PREC_TF32F "}"},
     {"B2-fp32", "{" CFG_B2 "}"},
     {"B2-tf32f", "{" CFG_B2 PREC_TF32F "}"},
     {"B2-tf32", "{" CFG_B2 PREC_TF32 "}"},
@@ -81,7 +91,55 @@ static void must(fhd_learner *L, int32_t rc, const char *what) {
     }
 }
 
+/* Image configs: 16384 transitions of random uint8 frames through observe (the frame-once
+ * replay has no row state to write), episodes of about 100 steps. */
+static void fill_pixels(fhd_learner *L) {
+    const uint32_t E = L->cfg.num_envs, S = L->lo.S, D = L->lo.D, T = 16384 / E + 1;
+    uint8_t *obs = (uint8_t *)malloc((size_t)E * S), *next = (uint8_t *)malloc((size_t)E * S);
+    float *rew = (float *)malloc(4 * E);
+    int32_t *act = (int32_t *)malloc(4 * (size_t)E * D);
+    uint8_t *term = (uint8_t *)calloc(E, 1), *trunc = (uint8_t *)calloc(E, 1);
+    uint64_t s = 42;
+    for (size_t i = 0; i < (size_t)E * S; i++)
+        obs[i] = (uint8_t)ct_rng(&s);
+    for (uint32_t t = 0; t < T; t++) {
+        for (size_t i = 0; i < (size_t)E * S; i++)
+            next[i] = (uint8_t)(ct_rng(&s) >> 7);
+        for (uint32_t e = 0; e < E; e++) {
+            rew[e] = ct_normal(&s);
+            term[e] = ct_rng(&s) % 100 == 0;
+            for (uint32_t d = 0; d < D; d++)
+                act[e * D + d] = (int32_t)(ct_rng(&s) % L->lo.K[d]);
+        }
+        fhd_transitions tr = FHD_TRANSITIONS_INIT;
+        tr.num_envs = E;
+        tr.obs_u8 = obs;
+        tr.next_obs_u8 = next;
+        tr.actions = act;
+        tr.rewards = rew;
+        tr.terminated = term;
+        tr.truncated = trunc;
+        if (fhd__learner_observe(L, &tr) != FHD_OK) {
+            printf("FAIL observe: %s\n", L->err);
+            exit(1);
+        }
+        uint8_t *x = obs;
+        obs = next;
+        next = x;
+    }
+    free(obs);
+    free(next);
+    free(rew);
+    free(act);
+    free(term);
+    free(trunc);
+}
+
 static void fill(fhd_learner *L) {
+    if (L->cfg.num_obs_shape) {
+        fill_pixels(L);
+        return;
+    }
     const uint32_t N = L->cfg.replay_capacity, S = L->lo.S, D = L->lo.D;
     const uint32_t chunk = 65536;
     float *f = (float *)malloc(sizeof(float) * (size_t)chunk * S);
@@ -311,7 +369,7 @@ static void run(const bench *bm) {
     for (int r = 0; r < 7; r++)
         t[r] = timed(L, n);
     qsort(t, 7, sizeof t[0], cmp_double);
-    /* act latency */
+    /* act latency (uint8 configs: the same zero buffer read as bytes) */
     const uint32_t S = L->lo.S, D = L->lo.D;
     float *obs = (float *)calloc((size_t)256 * S, 4);
     int32_t *act = (int32_t *)calloc((size_t)256 * D, 4);
@@ -321,7 +379,10 @@ static void run(const bench *bm) {
         double v[101];
         for (int r = 0; r < 101; r++) {
             const double t0 = ct_now();
-            must(L, L->ops->q_values(L->be, rows[k], obs, NULL, act), "q_values");
+            must(L, L->cfg.obs_dtype == FHD_OBS_UINT8
+                        ? L->ops->q_values_u8(L->be, rows[k], (const uint8_t *)obs, NULL, act)
+                        : L->ops->q_values(L->be, rows[k], obs, NULL, act),
+                 "q_values");
             v[r] = (ct_now() - t0) * 1e6;
         }
         qsort(v, 101, sizeof v[0], cmp_double);
