@@ -60,22 +60,27 @@ int32_t fhd__cuda_img_init(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_frames_preload());
     if (g->conv) /* defined before the capture's warm-up update reads it */
         FHD_CK(b, cudaMemsetAsync(g->x_conv, 0, sizeof(float) * 2 * b->B * b->lo.S, b->s_main));
-    if (!g->frames)
+    if (!g->u8 && !g->frames)
         return fhd__cuda_sync(b, b->s_main);
+    /* zero: saved whole, as the CPU's calloc */
+    FHD_CK(b, cudaMemsetAsync(b->r_act, 0, sizeof(int32_t) * b->N * b->lo.D, b->s_main));
+    FHD_CK(b, cudaMemsetAsync(b->r_ret, 0, sizeof(float) * b->N, b->s_main));
+    FHD_CK(b, cudaMemsetAsync(b->r_disc, 0, sizeof(float) * b->N, b->s_main));
+    if (!g->frames) {
+        FHD_CK(b, cudaMemsetAsync(g->r_obs8, 0, (size_t)b->N * b->lo.S, b->s_main));
+        FHD_CK(b, cudaMemsetAsync(g->r_next8, 0, (size_t)b->N * b->lo.S, b->s_main));
+        return fhd__cuda_sync(b, b->s_main);
+    }
     for (int i = 0; i < FHD_CUDA_FRAME_EVENTS; i++)
         FHD_CK(b, cudaEventCreateWithFlags(&g->ev_f[i], cudaEventDisableTiming));
     for (int i = 0; i < 2; i++) {
         FHD_CK(b, cudaEventCreateWithFlags(&g->ev_ts[i], cudaEventDisableTiming));
         FHD_CK(b, cudaEventRecord(g->ev_ts[i], b->s_main));
     }
-    /* zero: saved whole, as the CPU's calloc */
     FHD_CK(b, cudaMemsetAsync(g->d_frames, 0, g->M * g->fbytes, b->s_main));
     FHD_CK(b, cudaMemsetAsync(g->d_t_obs, 0, sizeof(uint64_t) * b->N * g->k, b->s_main));
     FHD_CK(b, cudaMemsetAsync(g->d_t_next, 0, sizeof(uint64_t) * b->N * g->k, b->s_main));
     FHD_CK(b, cudaMemsetAsync(g->d_first_live, 0, sizeof(uint64_t), b->s_main));
-    FHD_CK(b, cudaMemsetAsync(b->r_act, 0, sizeof(int32_t) * b->N * b->lo.D, b->s_main));
-    FHD_CK(b, cudaMemsetAsync(b->r_ret, 0, sizeof(float) * b->N, b->s_main));
-    FHD_CK(b, cudaMemsetAsync(b->r_disc, 0, sizeof(float) * b->N, b->s_main));
     memset(g->cache, 0, g->C * g->fbytes);
     return fhd__cuda_sync(b, b->s_main);
 }
