@@ -223,10 +223,21 @@ int32_t fhd__cuda_replay_append_u8(fhd__backend *b, uint32_t n, const uint8_t *o
 
 /* ---- the frame-once replay: flush ------------------------------------------------------------ */
 
+/* Wait until event e has completed: a query, and a synchronisation only while it has not. */
+static int32_t wait_event(fhd__backend *b, cudaEvent_t e) {
+    cudaError_t q = cudaEventQuery(e);
+    if (q == cudaSuccess)
+        return FHD_OK;
+    if (q != cudaErrorNotReady)
+        return fhd__cuda_fail(b, q, __FILE__, __LINE__, "cudaEventQuery (frame staging)");
+    (void)cudaGetLastError();
+    return fhd__cuda_sync_event(b, e);
+}
+
 /* Wait for the oldest frame copy in flight; f_done moves to its end. */
 static int32_t wait_oldest(fhd__backend *b) {
     fhd__cuda_img *g = b->img;
-    FHD_TRY(fhd__cuda_sync_event(b, g->ev_f[g->ev_head]));
+    FHD_TRY(wait_event(b, g->ev_f[g->ev_head]));
     g->f_done = g->ev_f_end[g->ev_head];
     g->ev_head = (g->ev_head + 1) % FHD_CUDA_FRAME_EVENTS;
     g->ev_n--;
@@ -293,17 +304,10 @@ int32_t fhd__cuda_img_flush(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_frames_scatter(&a, s));
     g->t_sent = T;
     g->lo_sent = lo;
-    if (n) { /* the other staging buffer, once its last copy is done */
+    if (n) { /* the other staging buffer next (replay_add_ids waits for its last copy) */
         FHD_CK(b, cudaEventRecord(g->ev_ts[g->ts_cur], s));
         g->ts_cur ^= 1;
         g->ts_n = 0;
-        cudaError_t e = cudaEventQuery(g->ev_ts[g->ts_cur]);
-        if (e == cudaErrorNotReady) {
-            (void)cudaGetLastError();
-            FHD_TRY(fhd__cuda_sync_event(b, g->ev_ts[g->ts_cur]));
-        } else if (e != cudaSuccess) {
-            return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaEventQuery (frame staging)");
-        }
     }
     return FHD_OK;
 }
@@ -425,6 +429,8 @@ int32_t fhd__cuda_replay_add_ids(fhd__backend *b, uint32_t n, const uint64_t *ob
         }
         if (g->ts_n == R)
             FHD_TRY(fhd__cuda_img_flush(b));
+        if (g->ts_n == 0) /* the buffer's previous copy is done before it is written again */
+            FHD_TRY(wait_event(b, g->ev_ts[g->ts_cur]));
         const uint64_t t = g->fc[1];
         if (t >= N && g->fc[2] < t - N + 1)
             kill_below(b, t - N + 1); /* the slot's previous transition */
