@@ -100,15 +100,6 @@ void fhd__cuda_img_destroy(fhd__backend *b) {
     b->img = NULL;
 }
 
-uint64_t fhd__cuda_frames_device_bytes(const fhd__config *cfg, const fhd__layout *lo) {
-    const uint64_t N = cfg->replay_capacity, k = cfg->frame_stack ? cfg->frame_stack : 1;
-    const uint64_t M = fhd__config_frame_capacity(cfg);
-    const uint64_t fb = lo->S / k * (cfg->obs_dtype == FHD_OBS_UINT8 ? 1u : 4u);
-    const uint64_t tree =
-        cfg->replay == FHD_REPLAY_PRIORITIZED ? 16 * (uint64_t)fhd__sumtree_leaf_count(N) : 0;
-    return M * fb + 16 * k * N + N * (4 * (uint64_t)lo->D + 8) + tree;
-}
-
 /* ---- the batch's form ---------------------------------------------------------------------- */
 
 void fhd__cuda_img_sample_args(fhd__backend *b, fhd__sample_args *a) {

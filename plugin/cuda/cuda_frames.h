@@ -53,7 +53,4 @@ struct fhd__cuda_img {
     unsigned char *d_ts;
 };
 
-/* Bytes of the frame-once replay on the device (frames, ids, act / ret / disc, tree). */
-uint64_t fhd__cuda_frames_device_bytes(const fhd__config *cfg, const fhd__layout *lo);
-
 #endif
