@@ -28,7 +28,7 @@ int32_t fhd__cuda_img_setup(fhd__backend *b) {
     const fhd__config *c = &b->cfg;
     g->u8 = c->obs_dtype == FHD_OBS_UINT8;
     g->scale = fhd__config_obs_scale(c);
-    g->conv = b->lo.NC == 0 && (g->u8 || g->scale != 1.0f);
+    g->cvt = b->lo.NC == 0 && (g->u8 || g->scale != 1.0f);
     g->frames = c->num_obs_shape > 0;
     g->k = 1;
     if (!g->frames)
@@ -58,7 +58,7 @@ int32_t fhd__cuda_img_setup(fhd__backend *b) {
 int32_t fhd__cuda_img_init(fhd__backend *b) {
     fhd__cuda_img *g = b->img;
     FHD_CK(b, fhd__cuda_frames_preload());
-    if (g->conv) /* defined before the capture's warm-up update reads it */
+    if (g->cvt) /* defined before the capture's warm-up update reads it */
         FHD_CK(b, cudaMemsetAsync(g->x_conv, 0, sizeof(float) * 2 * b->B * b->lo.S, b->s_main));
     if (!g->u8 && !g->frames)
         return fhd__cuda_sync(b, b->s_main);
@@ -117,7 +117,7 @@ void fhd__cuda_img_sample_args(fhd__backend *b, fhd__sample_args *a) {
         a->M = g->M;
     }
     a->scale = g->scale;
-    if (g->conv) { /* the MLP's input, converted as it is gathered */
+    if (g->cvt) { /* the MLP's input, converted as it is gathered */
         a->dst = FHD_GATHER_SCALED;
         a->g_obs = g->x_conv;
         a->g_next = g->x_conv + (size_t)b->B * b->lo.S;
@@ -143,7 +143,7 @@ float *fhd__cuda_img_stage_batch(fhd__backend *b, const fhd__host_batch *hb, uns
 
 int32_t fhd__cuda_img_convert_batch(fhd__backend *b, cudaStream_t s) {
     const fhd__cuda_img *g = b->img;
-    if (!g->conv)
+    if (!g->cvt)
         return FHD_OK;
     const void *src = g->u8 ? (const void *)b->g_x8 : (const void *)b->g_x;
     FHD_CK(b, fhd__cuda_convert(g->x_conv, src, g->u8, (uint64_t)2 * b->B * b->lo.S, g->scale, s));
@@ -363,8 +363,7 @@ static int32_t add_one(fhd__backend *b, const unsigned char *src, uint64_t *out)
     return FHD_OK;
 }
 
-int32_t fhd__cuda_frame_add(fhd__backend *b, const void *row, const uint64_t *hint,
-                            uint64_t *ids) {
+int32_t fhd__cuda_frame_add(fhd__backend *b, const void *row, const uint64_t *hint, uint64_t *ids) {
     fhd__cuda_img *g = b->img;
     if (!g->frames)
         return fhd__cuda_failf(b, FHD_ERR_INTERNAL, "frame_add: the config has no obs_shape");

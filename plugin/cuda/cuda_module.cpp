@@ -241,7 +241,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         plan_add(p, &g->h_ts[0], g->ts_bytes, MEM_PINNED, 0);
         plan_add(p, &g->h_ts[1], g->ts_bytes, MEM_PINNED, 0);
     }
-    if (g->conv)
+    if (g->cvt)
         plan_add(p, &g->x_conv, 2 * B * S * f, MEM_DEVICE, G_ACT);
     if (g->u8)
         plan_add(p, &g->act_x8, R * S, MEM_DEVICE, G_ACT);
@@ -373,9 +373,9 @@ static int32_t oom_message(fhd__backend *b, const alloc_plan *p, const char *wha
     return fhd__cuda_failf(
         b, FHD_ERR_OUT_OF_MEMORY,
         "cuda backend: out of device memory (%s of %.1f MiB failed): the learner needs %.1f MiB "
-        "on %s: replay %.1f MiB (%s), sum tree %.1f MiB, parameters/gradient/Adam %.1f MiB (%llu parameters), "
-        "activations and batch %.1f MiB (batch_size %u), workspaces %.1f MiB; the device has "
-        "%.1f MiB free of %.1f MiB",
+        "on %s: replay %.1f MiB (%s), sum tree %.1f MiB, parameters/gradient/Adam %.1f MiB "
+        "(%llu parameters), activations and batch %.1f MiB (batch_size %u), workspaces %.1f "
+        "MiB; the device has %.1f MiB free of %.1f MiB",
         what, mib(bytes), mib(sum), b->device_name, mib(p->dev[G_REPLAY]), ring,
         mib(p->dev[G_TREE]), mib(p->dev[G_PARAMS]), (unsigned long long)b->P, mib(p->dev[G_ACT]),
         b->B, mib(p->dev[G_WORK]), mib(fr), mib(tot));
@@ -526,7 +526,7 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         b->g_ret = (float *)(void *)(b->g_act + (size_t)b->B * lo->D);
         b->g_disc = b->g_ret + b->B;
         b->g_w = b->g_disc + b->B;
-        b->mlp_in = b->img->conv ? b->img->x_conv : b->g_x;
+        b->mlp_in = b->img->cvt ? b->img->x_conv : b->g_x;
         rc = initialise(b, params, sn);
     }
     if (rc == FHD_OK)

@@ -25,35 +25,41 @@
 
 typedef struct variant {
     const char *name;
-    const char *json; /* config keys besides the common ones */
-    int u8, frames;   /* obs dtype uint8; frame-once replay (obs_shape) */
+    const char *json;  /* config keys besides the common ones */
+    int u8, frames;    /* obs dtype uint8; frame-once replay (obs_shape) */
     uint32_t C, HW, k; /* channels, pixels per channel (H W), frame_stack; S = C HW */
     int away;          /* calls env 0 sits out at a time: its hint then outlives the CUDA host
                         * cache (C = min(M, 2 k num_envs (n_step + 1) + 1) frames) but not the
                         * ring (M), and the frames it still uses kill transitions once overwritten */
 } variant;
 
-#define COMMON                                                                                 \
-    "\"hidden\": [24], \"actions\": [3], \"batch_size\": 16, \"num_envs\": 3, \"seed\": 5, "    \
+#define COMMON                                                                                     \
+    "\"hidden\": [24], \"actions\": [3], \"batch_size\": 16, \"num_envs\": 3, \"seed\": 5, "       \
     "\"lr\": 0.001, \"learning_starts\": 0, \"target_update_interval\": 4, "
 
 static const variant variants[] = {
-    {"u8-stack4-per", "\"obs_shape\": [4, 3, 4], \"obs_dtype\": \"uint8\", \"frame_stack\": 4, "
+    {"u8-stack4-per",
+     "\"obs_shape\": [4, 3, 4], \"obs_dtype\": \"uint8\", \"frame_stack\": 4, "
      "\"replay\": \"prioritized\", \"replay_capacity\": 40, \"n_step\": 2",
      1, 1, 4, 12, 4, 40},
-    {"u8-stack1-uniform", "\"obs_shape\": [2, 3, 3], \"obs_dtype\": \"uint8\", "
+    {"u8-stack1-uniform",
+     "\"obs_shape\": [2, 3, 3], \"obs_dtype\": \"uint8\", "
      "\"replay\": \"uniform\", \"replay_capacity\": 32, \"n_step\": 1",
      1, 1, 2, 9, 1, 14},
-    {"f32-stack4-uniform-scaled", "\"obs_shape\": [4, 2, 3], \"obs_scale\": 0.25, "
+    {"f32-stack4-uniform-scaled",
+     "\"obs_shape\": [4, 2, 3], \"obs_scale\": 0.25, "
      "\"frame_stack\": 4, \"replay\": \"uniform\", \"replay_capacity\": 36, \"n_step\": 3",
      0, 1, 4, 6, 4, 54},
-    {"f32-stack2-per", "\"obs_shape\": [4, 2, 2], \"frame_stack\": 2, "
+    {"f32-stack2-per",
+     "\"obs_shape\": [4, 2, 2], \"frame_stack\": 2, "
      "\"replay\": \"prioritized\", \"replay_capacity\": 48, \"n_step\": 1",
      0, 1, 4, 4, 2, 30},
-    {"u8-flat-per", "\"obs_dim\": 20, \"obs_dtype\": \"uint8\", \"replay\": \"prioritized\", "
+    {"u8-flat-per",
+     "\"obs_dim\": 20, \"obs_dtype\": \"uint8\", \"replay\": \"prioritized\", "
      "\"replay_capacity\": 48, \"n_step\": 2",
      1, 0, 1, 20, 1, 10},
-    {"f32-flat-scaled-uniform", "\"obs_dim\": 10, \"obs_scale\": 0.5, \"replay\": \"uniform\", "
+    {"f32-flat-scaled-uniform",
+     "\"obs_dim\": 10, \"obs_scale\": 0.5, \"replay\": \"uniform\", "
      "\"replay_capacity\": 40, \"n_step\": 1",
      0, 0, 1, 10, 1, 10},
 };
@@ -202,8 +208,8 @@ static int feed(feeder *f, fhd_learner **Ls, int nl, int calls) {
         tr.valid = valid;
         for (int l = 0; l < nl; l++)
             if (fhd__learner_observe(Ls[l], &tr) != FHD_OK) {
-                ct_check(0, "%s: observe call %d on %s: %s", f->v->name, c,
-                         Ls[l]->ops->name, Ls[l]->err);
+                ct_check(0, "%s: observe call %d on %s: %s", f->v->name, c, Ls[l]->ops->name,
+                         Ls[l]->err);
                 return 0;
             }
         if (f->v->frames) {
@@ -221,26 +227,41 @@ static uint64_t kind_count(fhd_learner *L, int kind) {
     const uint64_t k = L->cfg.frame_stack ? L->cfg.frame_stack : 1;
     const int u8 = L->cfg.obs_dtype == FHD_OBS_UINT8, frames = L->cfg.num_obs_shape > 0;
     switch (kind) {
-    case FHD_STATE_REPLAY_OBS: case FHD_STATE_REPLAY_NEXT_OBS: return !frames && !u8 ? N * S : 0;
-    case FHD_STATE_REPLAY_OBS_U8: case FHD_STATE_REPLAY_NEXT_OBS_U8: return !frames && u8 ? N * S : 0;
-    case FHD_STATE_REPLAY_ACTIONS: return N * L->lo.D;
-    case FHD_STATE_REPLAY_RETURNS: case FHD_STATE_REPLAY_DISC: return N;
-    case FHD_STATE_REPLAY_PRIORITY: return L->cfg.replay == FHD_REPLAY_PRIORITIZED ? N : 0;
-    case FHD_STATE_FRAMES: return frames && !u8 ? fhd__config_frame_capacity(&L->cfg) * (S / k) : 0;
-    case FHD_STATE_FRAMES_U8: return frames && u8 ? fhd__config_frame_capacity(&L->cfg) * (S / k) : 0;
-    case FHD_STATE_FRAME_REFS: return frames ? fhd__config_frame_capacity(&L->cfg) : 0;
-    case FHD_STATE_REPLAY_OBS_ID: case FHD_STATE_REPLAY_NEXT_ID: return frames ? N * k : 0;
-    case FHD_STATE_FRAME_COUNTERS: return frames ? 3 : 0;
-    default: return 0;
+    case FHD_STATE_REPLAY_OBS:
+    case FHD_STATE_REPLAY_NEXT_OBS:
+        return !frames && !u8 ? N * S : 0;
+    case FHD_STATE_REPLAY_OBS_U8:
+    case FHD_STATE_REPLAY_NEXT_OBS_U8:
+        return !frames && u8 ? N * S : 0;
+    case FHD_STATE_REPLAY_ACTIONS:
+        return N * L->lo.D;
+    case FHD_STATE_REPLAY_RETURNS:
+    case FHD_STATE_REPLAY_DISC:
+        return N;
+    case FHD_STATE_REPLAY_PRIORITY:
+        return L->cfg.replay == FHD_REPLAY_PRIORITIZED ? N : 0;
+    case FHD_STATE_FRAMES:
+        return frames && !u8 ? fhd__config_frame_capacity(&L->cfg) * (S / k) : 0;
+    case FHD_STATE_FRAMES_U8:
+        return frames && u8 ? fhd__config_frame_capacity(&L->cfg) * (S / k) : 0;
+    case FHD_STATE_FRAME_REFS:
+        return frames ? fhd__config_frame_capacity(&L->cfg) : 0;
+    case FHD_STATE_REPLAY_OBS_ID:
+    case FHD_STATE_REPLAY_NEXT_ID:
+        return frames ? N * k : 0;
+    case FHD_STATE_FRAME_COUNTERS:
+        return frames ? 3 : 0;
+    default:
+        return 0;
     }
 }
 
 static const int replay_kinds[] = {
-    FHD_STATE_REPLAY_OBS,    FHD_STATE_REPLAY_NEXT_OBS, FHD_STATE_REPLAY_OBS_U8,
-    FHD_STATE_REPLAY_NEXT_OBS_U8, FHD_STATE_REPLAY_ACTIONS, FHD_STATE_REPLAY_RETURNS,
-    FHD_STATE_REPLAY_DISC,   FHD_STATE_REPLAY_PRIORITY, FHD_STATE_FRAMES,
-    FHD_STATE_FRAMES_U8,     FHD_STATE_FRAME_REFS,      FHD_STATE_REPLAY_OBS_ID,
-    FHD_STATE_REPLAY_NEXT_ID, FHD_STATE_FRAME_COUNTERS};
+    FHD_STATE_REPLAY_OBS,         FHD_STATE_REPLAY_NEXT_OBS, FHD_STATE_REPLAY_OBS_U8,
+    FHD_STATE_REPLAY_NEXT_OBS_U8, FHD_STATE_REPLAY_ACTIONS,  FHD_STATE_REPLAY_RETURNS,
+    FHD_STATE_REPLAY_DISC,        FHD_STATE_REPLAY_PRIORITY, FHD_STATE_FRAMES,
+    FHD_STATE_FRAMES_U8,          FHD_STATE_FRAME_REFS,      FHD_STATE_REPLAY_OBS_ID,
+    FHD_STATE_REPLAY_NEXT_ID,     FHD_STATE_FRAME_COUNTERS};
 
 /* Every replay kind and the scalars equal, byte for byte; prints the first difference. */
 static int same_replay(const char *name, const char *when, fhd_learner *A, fhd_learner *Bl) {
@@ -260,9 +281,8 @@ static int same_replay(const char *name, const char *when, fhd_learner *A, fhd_l
                 memcpy(&va, a + j * es, es);
                 memcpy(&vb, b + j * es, es);
                 printf("       %s %s: state kind %d element %llu of %llu: %s 0x%llx, %s 0x%llx\n",
-                       name, when, kind, (unsigned long long)j, (unsigned long long)n,
-                       A->ops->name, (unsigned long long)va, Bl->ops->name,
-                       (unsigned long long)vb);
+                       name, when, kind, (unsigned long long)j, (unsigned long long)n, A->ops->name,
+                       (unsigned long long)va, Bl->ops->name, (unsigned long long)vb);
                 ok = 0;
                 break;
             }
@@ -299,7 +319,8 @@ static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg) {
     ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, p);
     fhd__backend_scalars sc, sg;
     if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, p) != FHD_OK ||
-        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK || Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
+        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK ||
+        Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
         printf("FAIL write priorities: %s\n", Lg->ops->error(Lg->be));
         exit(1);
     }
@@ -362,10 +383,13 @@ static void train_both(feeder *f, const char *name, const char *when, fhd_learne
     if (per)
         ct_check(w_ok, "%s %s: identical IS weights (bitwise)", name, when);
     const uint64_t P = Lc->lo.num_params;
-    float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P), *b = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
+    float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P),
+          *b = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
     double mx, e = ct_relerr(a, b, 2 * P, &mx);
-    ct_check(e <= TOL_PARAM, "%s %s: parameters (online and target) rel %.2e (max abs %.2e, tol "
-             "%.0e)", name, when, e, mx, TOL_PARAM);
+    ct_check(e <= TOL_PARAM,
+             "%s %s: parameters (online and target) rel %.2e (max abs %.2e, tol "
+             "%.0e)",
+             name, when, e, mx, TOL_PARAM);
     free(a);
     free(b);
     free(ic);
@@ -378,8 +402,10 @@ static void check_act(const variant *v, fhd_learner *Lc, fhd_learner *Lg) {
     const uint32_t n = 40, S = Lc->lo.S, KT = Lc->lo.KT;
     float *obs = (float *)malloc(sizeof(float) * n * S);
     uint8_t *obs8 = (uint8_t *)malloc((size_t)n * S);
-    float *qc = (float *)malloc(sizeof(float) * n * KT), *qg = (float *)malloc(sizeof(float) * n * KT);
-    int32_t *ac = (int32_t *)malloc(sizeof(int32_t) * n), *ag = (int32_t *)malloc(sizeof(int32_t) * n);
+    float *qc = (float *)malloc(sizeof(float) * n * KT),
+          *qg = (float *)malloc(sizeof(float) * n * KT);
+    int32_t *ac = (int32_t *)malloc(sizeof(int32_t) * n),
+            *ag = (int32_t *)malloc(sizeof(int32_t) * n);
     uint64_t s = 77;
     for (uint32_t i = 0; i < n * S; i++) {
         obs8[i] = (uint8_t)(ct_rng(&s) % 256);
@@ -455,7 +481,8 @@ static void check_train_batch(const variant *v, fhd_learner *Lc, fhd_learner *Lg
     e = ct_relerr(yg, yc, B, &mx);
     ct_check(e <= TOL_FWD, "%s train_batch: targets rel %.2e (max abs %.2e)", v->name, e, mx);
     const uint64_t P = Lc->lo.num_params;
-    float *pa = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P), *pb = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
+    float *pa = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P),
+          *pb = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
     e = ct_relerr(pa, pb, 2 * P, &mx);
     ct_check(e <= TOL_PARAM, "%s train_batch: parameters rel %.2e (max abs %.2e)", v->name, e, mx);
     free(pa);
@@ -483,7 +510,8 @@ static void checkpoint_round_trip(const variant *v, feeder *f, fhd_learner *Lc, 
              "%s: the replay (frames, ids, refs, counters) equal after cpu -> cuda", v->name);
     {
         const uint64_t P = Lc->lo.num_params;
-        float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P), *b = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
+        float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P),
+              *b = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
         ct_check(memcmp(a, b, 8 * P) == 0, "%s: parameters equal after cpu -> cuda", v->name);
         free(a);
         free(b);
@@ -507,7 +535,8 @@ static void checkpoint_round_trip(const variant *v, feeder *f, fhd_learner *Lc, 
         ct_check(same_replay(v->name, "cuda -> cpu", Lg, Lc2),
                  "%s: the replay equal after cuda -> cpu", v->name);
         const uint64_t P = Lc->lo.num_params;
-        float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P), *b = ct_read_floats(Lc2, FHD_STATE_PARAMS, 2 * P);
+        float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P),
+              *b = ct_read_floats(Lc2, FHD_STATE_PARAMS, 2 * P);
         ct_check(memcmp(a, b, 8 * P) == 0, "%s: parameters equal after cuda -> cpu", v->name);
         free(a);
         free(b);

@@ -22,8 +22,12 @@
 /* ---- the runtime calls of cuda_frames*.cpp, on host memory ---------------------------------- */
 
 extern "C" {
-cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaSetDevice(int) {
+    return cudaSuccess;
+}
+cudaError_t cudaGetLastError(void) {
+    return cudaSuccess;
+}
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, cudaStream_t) {
     memmove(d, s, n);
     return cudaSuccess;
@@ -32,8 +36,12 @@ cudaError_t cudaMemsetAsync(void *d, int v, size_t n, cudaStream_t) {
     memset(d, v, n);
     return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaEventQuery(cudaEvent_t) {
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) {
+    return cudaSuccess;
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int) {
     *e = (cudaEvent_t)malloc(8);
     return cudaSuccess;
@@ -62,8 +70,12 @@ int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t) {
     b->sync_count++;
     return FHD_OK;
 }
-int32_t fhd__cuda_poll_snapshots(fhd__backend *) { return FHD_OK; }
-cudaError_t fhd__cuda_frames_preload(void) { return cudaSuccess; }
+int32_t fhd__cuda_poll_snapshots(fhd__backend *) {
+    return FHD_OK;
+}
+cudaError_t fhd__cuda_frames_preload(void) {
+    return cudaSuccess;
+}
 cudaError_t fhd__cuda_convert(float *, const void *, int, uint64_t, float, cudaStream_t) {
     return cudaSuccess;
 }
@@ -152,16 +164,17 @@ static fhd__backend *host_backend(const fhd__config *c, const fhd__layout *lo, u
 
 static void host_backend_free(fhd__backend *b) {
     fhd__cuda_img *g = b->img;
-    void *p[] = {g->d_frames, g->d_t_obs, g->d_t_next, g->d_first_live, g->d_ts, g->cache,
-                 g->readback, g->h_ts[0], g->h_ts[1], g->x_conv, b->st, b->nodes, b->r_act,
-                 b->r_ret, b->r_disc};
+    void *p[] = {g->d_frames, g->d_t_obs,  g->d_t_next, g->d_first_live, g->d_ts,
+                 g->cache,    g->readback, g->h_ts[0],  g->h_ts[1],      g->x_conv,
+                 b->st,       b->nodes,    b->r_act,    b->r_ret,        b->r_disc};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
     fhd__cuda_img_destroy(b);
     free(b);
 }
 
-/* ---- the comparison ---------------------------------------------------------------------------- */
+/* ---- the comparison ----------------------------------------------------------------------------
+ */
 
 static int fails, checks;
 static uint64_t rs = 88172645463325252ull;
@@ -179,8 +192,10 @@ static int same(const fhd__backend_ops *ops, fhd__backend *c, fhd__backend *g, c
     const struct {
         int kind;
         uint64_t n;
-    } ks[] = {{FHD_STATE_FRAMES_U8, M * g->img->fe}, {FHD_STATE_FRAME_REFS, M},
-              {FHD_STATE_REPLAY_OBS_ID, N * k},       {FHD_STATE_REPLAY_NEXT_ID, N * k},
+    } ks[] = {{FHD_STATE_FRAMES_U8, M * g->img->fe},
+              {FHD_STATE_FRAME_REFS, M},
+              {FHD_STATE_REPLAY_OBS_ID, N * k},
+              {FHD_STATE_REPLAY_NEXT_ID, N * k},
               {FHD_STATE_FRAME_COUNTERS, 3}};
     int ok = 1;
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
@@ -244,8 +259,10 @@ static int write_state(const fhd__backend_ops *ops, fhd__backend *c, fhd__backen
     const struct {
         int kind;
         uint64_t n;
-    } ks[] = {{FHD_STATE_FRAME_COUNTERS, 3}, {FHD_STATE_FRAMES_U8, M * g->img->fe},
-              {FHD_STATE_FRAME_REFS, M},     {FHD_STATE_REPLAY_OBS_ID, N * k},
+    } ks[] = {{FHD_STATE_FRAME_COUNTERS, 3},
+              {FHD_STATE_FRAMES_U8, M * g->img->fe},
+              {FHD_STATE_FRAME_REFS, M},
+              {FHD_STATE_REPLAY_OBS_ID, N * k},
               {FHD_STATE_REPLAY_NEXT_ID, N * k}};
     for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
         const size_t bytes = ks[i].n * fhd__state_elem_size(ks[i].kind);
@@ -383,21 +400,32 @@ static void run(const char *name, const char *json, uint32_t rows, int write_at)
 }
 
 int main(void) {
-    run("stack4-per", "{\"obs_shape\": [4, 2, 2], \"obs_dtype\": \"uint8\", \"frame_stack\": 4, "
+    run("stack4-per",
+        "{\"obs_shape\": [4, 2, 2], \"obs_dtype\": \"uint8\", \"frame_stack\": 4, "
         "\"actions\": [3], \"replay\": \"prioritized\", \"replay_capacity\": 30, \"num_envs\": 3, "
-        "\"n_step\": 2, \"batch_size\": 4}", 6, -1);
-    run("stack1-per-256", "{\"obs_shape\": [1, 2, 2], \"obs_dtype\": \"uint8\", \"actions\": [3], "
+        "\"n_step\": 2, \"batch_size\": 4}",
+        6, -1);
+    run("stack1-per-256",
+        "{\"obs_shape\": [1, 2, 2], \"obs_dtype\": \"uint8\", \"actions\": [3], "
         "\"replay\": \"prioritized\", \"replay_capacity\": 256, \"num_envs\": 2, \"n_step\": 3, "
-        "\"batch_size\": 4}", 6, 1500);
-    run("stack2-uniform-rows1", "{\"obs_shape\": [2, 2, 2], \"obs_dtype\": \"uint8\", "
+        "\"batch_size\": 4}",
+        6, 1500);
+    run("stack2-uniform-rows1",
+        "{\"obs_shape\": [2, 2, 2], \"obs_dtype\": \"uint8\", "
         "\"frame_stack\": 2, \"actions\": [3], \"replay_capacity\": 100, \"num_envs\": 5, "
-        "\"n_step\": 1, \"batch_size\": 4}", 1, -1);
-    run("stack3-uniform-small", "{\"obs_shape\": [3, 1, 1], \"obs_dtype\": \"uint8\", "
+        "\"n_step\": 1, \"batch_size\": 4}",
+        1, -1);
+    run("stack3-uniform-small",
+        "{\"obs_shape\": [3, 1, 1], \"obs_dtype\": \"uint8\", "
         "\"frame_stack\": 3, \"actions\": [3], \"replay_capacity\": 64, \"num_envs\": 4, "
-        "\"n_step\": 5, \"batch_size\": 4}", 2, 1000);
-    run("stack4-per-8envs", "{\"obs_shape\": [4, 1, 3], \"obs_dtype\": \"uint8\", "
-        "\"frame_stack\": 4, \"actions\": [3], \"replay\": \"prioritized\", \"replay_capacity\": 64, "
-        "\"num_envs\": 8, \"n_step\": 4, \"batch_size\": 4}", 3, 2000);
+        "\"n_step\": 5, \"batch_size\": 4}",
+        2, 1000);
+    run("stack4-per-8envs",
+        "{\"obs_shape\": [4, 1, 3], \"obs_dtype\": \"uint8\", "
+        "\"frame_stack\": 4, \"actions\": [3], \"replay\": \"prioritized\", \"replay_capacity\": "
+        "64, "
+        "\"num_envs\": 8, \"n_step\": 4, \"batch_size\": 4}",
+        3, 2000);
     printf("%d runs, %d failed\n", checks, fails);
     return fails ? 1 : 0;
 }
