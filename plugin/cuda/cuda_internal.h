@@ -224,8 +224,8 @@ struct fhd__backend {
                                * NULL for uint8) */
     uint8_t *g_x8;            /* (2B, S) bytes in place of g_x for obs_dtype uint8 */
     /* the MLP's layer-0 input, (2B, layers[0].in) rows: g_x for float32 at scale 1, the
-     * converted rows (img->x_conv, img->cvt) for uint8 or scaled inputs without conv layers, the conv
-     * torso's output with conv layers */
+     * converted rows img->x_conv (img->cvt: uint8 or scaled inputs without conv layers), the
+     * conv torso's output with conv layers */
     const float *mlp_in;
     int32_t *g_act;           /* (B, D) */
     float *g_ret, *g_disc, *g_w; /* (B): g_w holds host weights (train_batch) */
