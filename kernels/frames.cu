@@ -90,8 +90,8 @@ cudaError_t fhd__cuda_frames_scatter(const fhd__frames_scatter_args *a, cudaStre
     return cudaGetLastError();
 }
 
-__global__ void fhd_frames_kill_kernel(uint64_t *nodes, uint32_t leaves, uint64_t N,
-                                       uint64_t from, uint64_t to) {
+__global__ void fhd_frames_kill_kernel(uint64_t *nodes, uint32_t leaves, uint64_t N, uint64_t from,
+                                       uint64_t to) {
     const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
     for (uint64_t t = from + (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; t < to; t += stride)
         fhd_tree_set(nodes, leaves, t % N, 0);

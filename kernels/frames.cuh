@@ -34,14 +34,14 @@ typedef struct fhd__frames_scatter_args {
     const float *ret, *disc;            /* (n) staged */
     uint32_t n, k, D;
     uint64_t t0, lo, N;
-    uint64_t *t_obs, *t_next;           /* (N, k) */
-    int32_t *r_act;                     /* (N, D) */
-    float *r_ret, *r_disc;              /* (N) */
+    uint64_t *t_obs, *t_next; /* (N, k) */
+    int32_t *r_act;           /* (N, D) */
+    float *r_ret, *r_disc;    /* (N) */
     int prioritized;
     uint64_t *nodes;
     uint32_t leaves;
     fhd__dev_scalars *st;
-    uint64_t *first_live;               /* (1) the first live transition number (sampling) */
+    uint64_t *first_live; /* (1) the first live transition number (sampling) */
 } fhd__frames_scatter_args;
 
 cudaError_t fhd__cuda_frames_scatter(const fhd__frames_scatter_args *a, cudaStream_t stream);

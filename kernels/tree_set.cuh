@@ -8,8 +8,8 @@
 
 #include "sumtree.h"
 
-static __device__ __forceinline__ void fhd_tree_set(uint64_t *nodes, uint32_t leaves,
-                                                    uint64_t slot, uint64_t q) {
+static __device__ __forceinline__ void fhd_tree_set(uint64_t *nodes, uint32_t leaves, uint64_t slot,
+                                                    uint64_t q) {
     uint32_t n = leaves + (uint32_t)slot;
     q = q > FHD_PRIO_MAX_Q ? FHD_PRIO_MAX_Q : q;
     const uint64_t delta = q - nodes[n]; /* modulo 2^64 */

@@ -426,8 +426,11 @@ static int32_t check_values(load_ctx *c) {
     if (!c->load_replay)
         return FHD_OK;
     const uint64_t N = c->cfg.replay_capacity;
+    /* a row ring fills from slot 0; the frame-once replay's live range [lo, T) has
+     * pos = T mod N and size = T - lo, which kills shrink below N anywhere */
+    const int frames = c->cfg.num_obs_shape > 0;
     if (s->replay_size > N || s->replay_pos >= N ||
-        (s->replay_size < N && s->replay_pos != s->replay_size))
+        (!frames && s->replay_size < N && s->replay_pos != s->replay_size))
         return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
                      "replay.pos %" PRIu64 " / replay.size %" PRIu64
                      " are inconsistent with replay_capacity %" PRIu64,
@@ -452,7 +455,10 @@ static int32_t check_values(load_ctx *c) {
                          "replay.priorities[%" PRIu64 "] = %" PRIu64
                          " exceeds replay.max_priority_q %" PRIu64 ", the running maximum",
                          c->prio_max_at, c->prio_max, s->max_priority_q);
-        if (c->prio_first_zero < s->replay_size || c->prio_nonzero_end > s->replay_size)
+        /* (a row ring's filled slots are [0, size); the frame replay's live slots are the
+         * cyclic range from lo mod N, which its counters give: not checked here) */
+        if (!frames &&
+            (c->prio_first_zero < s->replay_size || c->prio_nonzero_end > s->replay_size))
             return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
                          "replay.priorities: the filled slots [0, %" PRIu64
                          ") must have non-zero priorities and the others zero",

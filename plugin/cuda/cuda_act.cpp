@@ -72,7 +72,7 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
     } else {
         FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * lo->S,
                                   cudaMemcpyHostToDevice, s));
-        if (g->conv) /* obs_scale != 1, in place */
+        if (g->cvt) /* obs_scale != 1, in place */
             FHD_CK(b, fhd__cuda_convert(b->act_x, b->act_x, 0, (uint64_t)m * lo->S, g->scale, s));
     }
     for (uint32_t l = 0; l <= lo->L; l++)

@@ -28,7 +28,7 @@ int32_t fhd__cuda_img_setup(fhd__backend *b) {
     const fhd__config *c = &b->cfg;
     g->u8 = c->obs_dtype == FHD_OBS_UINT8;
     g->scale = fhd__config_obs_scale(c);
-    g->conv = b->lo.NC == 0 && (g->u8 || g->scale != 1.0f);
+    g->cvt = b->lo.NC == 0 && (g->u8 || g->scale != 1.0f);
     g->frames = c->num_obs_shape > 0;
     g->k = 1;
     if (!g->frames)
@@ -58,24 +58,29 @@ int32_t fhd__cuda_img_setup(fhd__backend *b) {
 int32_t fhd__cuda_img_init(fhd__backend *b) {
     fhd__cuda_img *g = b->img;
     FHD_CK(b, fhd__cuda_frames_preload());
-    if (g->conv) /* defined before the capture's warm-up update reads it */
+    if (g->cvt) /* defined before the capture's warm-up update reads it */
         FHD_CK(b, cudaMemsetAsync(g->x_conv, 0, sizeof(float) * 2 * b->B * b->lo.S, b->s_main));
-    if (!g->frames)
+    if (!g->u8 && !g->frames)
         return fhd__cuda_sync(b, b->s_main);
+    /* zero: saved whole, as the CPU's calloc */
+    FHD_CK(b, cudaMemsetAsync(b->r_act, 0, sizeof(int32_t) * b->N * b->lo.D, b->s_main));
+    FHD_CK(b, cudaMemsetAsync(b->r_ret, 0, sizeof(float) * b->N, b->s_main));
+    FHD_CK(b, cudaMemsetAsync(b->r_disc, 0, sizeof(float) * b->N, b->s_main));
+    if (!g->frames) {
+        FHD_CK(b, cudaMemsetAsync(g->r_obs8, 0, (size_t)b->N * b->lo.S, b->s_main));
+        FHD_CK(b, cudaMemsetAsync(g->r_next8, 0, (size_t)b->N * b->lo.S, b->s_main));
+        return fhd__cuda_sync(b, b->s_main);
+    }
     for (int i = 0; i < FHD_CUDA_FRAME_EVENTS; i++)
         FHD_CK(b, cudaEventCreateWithFlags(&g->ev_f[i], cudaEventDisableTiming));
     for (int i = 0; i < 2; i++) {
         FHD_CK(b, cudaEventCreateWithFlags(&g->ev_ts[i], cudaEventDisableTiming));
         FHD_CK(b, cudaEventRecord(g->ev_ts[i], b->s_main));
     }
-    /* zero: saved whole, as the CPU's calloc */
     FHD_CK(b, cudaMemsetAsync(g->d_frames, 0, g->M * g->fbytes, b->s_main));
     FHD_CK(b, cudaMemsetAsync(g->d_t_obs, 0, sizeof(uint64_t) * b->N * g->k, b->s_main));
     FHD_CK(b, cudaMemsetAsync(g->d_t_next, 0, sizeof(uint64_t) * b->N * g->k, b->s_main));
     FHD_CK(b, cudaMemsetAsync(g->d_first_live, 0, sizeof(uint64_t), b->s_main));
-    FHD_CK(b, cudaMemsetAsync(b->r_act, 0, sizeof(int32_t) * b->N * b->lo.D, b->s_main));
-    FHD_CK(b, cudaMemsetAsync(b->r_ret, 0, sizeof(float) * b->N, b->s_main));
-    FHD_CK(b, cudaMemsetAsync(b->r_disc, 0, sizeof(float) * b->N, b->s_main));
     memset(g->cache, 0, g->C * g->fbytes);
     return fhd__cuda_sync(b, b->s_main);
 }
@@ -95,15 +100,6 @@ void fhd__cuda_img_destroy(fhd__backend *b) {
     b->img = NULL;
 }
 
-uint64_t fhd__cuda_frames_device_bytes(const fhd__config *cfg, const fhd__layout *lo) {
-    const uint64_t N = cfg->replay_capacity, k = cfg->frame_stack ? cfg->frame_stack : 1;
-    const uint64_t M = fhd__config_frame_capacity(cfg);
-    const uint64_t fb = lo->S / k * (cfg->obs_dtype == FHD_OBS_UINT8 ? 1u : 4u);
-    const uint64_t tree =
-        cfg->replay == FHD_REPLAY_PRIORITIZED ? 16 * (uint64_t)fhd__sumtree_leaf_count(N) : 0;
-    return M * fb + 16 * k * N + N * (4 * (uint64_t)lo->D + 8) + tree;
-}
-
 /* ---- the batch's form ---------------------------------------------------------------------- */
 
 void fhd__cuda_img_sample_args(fhd__backend *b, fhd__sample_args *a) {
@@ -121,7 +117,7 @@ void fhd__cuda_img_sample_args(fhd__backend *b, fhd__sample_args *a) {
         a->M = g->M;
     }
     a->scale = g->scale;
-    if (g->conv) { /* the MLP's input, converted as it is gathered */
+    if (g->cvt) { /* the MLP's input, converted as it is gathered */
         a->dst = FHD_GATHER_SCALED;
         a->g_obs = g->x_conv;
         a->g_next = g->x_conv + (size_t)b->B * b->lo.S;
@@ -147,7 +143,7 @@ float *fhd__cuda_img_stage_batch(fhd__backend *b, const fhd__host_batch *hb, uns
 
 int32_t fhd__cuda_img_convert_batch(fhd__backend *b, cudaStream_t s) {
     const fhd__cuda_img *g = b->img;
-    if (!g->conv)
+    if (!g->cvt)
         return FHD_OK;
     const void *src = g->u8 ? (const void *)b->g_x8 : (const void *)b->g_x;
     FHD_CK(b, fhd__cuda_convert(g->x_conv, src, g->u8, (uint64_t)2 * b->B * b->lo.S, g->scale, s));
@@ -218,10 +214,21 @@ int32_t fhd__cuda_replay_append_u8(fhd__backend *b, uint32_t n, const uint8_t *o
 
 /* ---- the frame-once replay: flush ------------------------------------------------------------ */
 
+/* Wait until event e has completed: a query, and a synchronisation only while it has not. */
+static int32_t wait_event(fhd__backend *b, cudaEvent_t e) {
+    cudaError_t q = cudaEventQuery(e);
+    if (q == cudaSuccess)
+        return FHD_OK;
+    if (q != cudaErrorNotReady)
+        return fhd__cuda_fail(b, q, __FILE__, __LINE__, "cudaEventQuery (frame staging)");
+    (void)cudaGetLastError();
+    return fhd__cuda_sync_event(b, e);
+}
+
 /* Wait for the oldest frame copy in flight; f_done moves to its end. */
 static int32_t wait_oldest(fhd__backend *b) {
     fhd__cuda_img *g = b->img;
-    FHD_TRY(fhd__cuda_sync_event(b, g->ev_f[g->ev_head]));
+    FHD_TRY(wait_event(b, g->ev_f[g->ev_head]));
     g->f_done = g->ev_f_end[g->ev_head];
     g->ev_head = (g->ev_head + 1) % FHD_CUDA_FRAME_EVENTS;
     g->ev_n--;
@@ -288,17 +295,10 @@ int32_t fhd__cuda_img_flush(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_frames_scatter(&a, s));
     g->t_sent = T;
     g->lo_sent = lo;
-    if (n) { /* the other staging buffer, once its last copy is done */
+    if (n) { /* the other staging buffer next (replay_add_ids waits for its last copy) */
         FHD_CK(b, cudaEventRecord(g->ev_ts[g->ts_cur], s));
         g->ts_cur ^= 1;
         g->ts_n = 0;
-        cudaError_t e = cudaEventQuery(g->ev_ts[g->ts_cur]);
-        if (e == cudaErrorNotReady) {
-            (void)cudaGetLastError();
-            FHD_TRY(fhd__cuda_sync_event(b, g->ev_ts[g->ts_cur]));
-        } else if (e != cudaSuccess) {
-            return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaEventQuery (frame staging)");
-        }
     }
     return FHD_OK;
 }
@@ -363,8 +363,7 @@ static int32_t add_one(fhd__backend *b, const unsigned char *src, uint64_t *out)
     return FHD_OK;
 }
 
-int32_t fhd__cuda_frame_add(fhd__backend *b, const void *row, const uint64_t *hint,
-                            uint64_t *ids) {
+int32_t fhd__cuda_frame_add(fhd__backend *b, const void *row, const uint64_t *hint, uint64_t *ids) {
     fhd__cuda_img *g = b->img;
     if (!g->frames)
         return fhd__cuda_failf(b, FHD_ERR_INTERNAL, "frame_add: the config has no obs_shape");
@@ -420,6 +419,8 @@ int32_t fhd__cuda_replay_add_ids(fhd__backend *b, uint32_t n, const uint64_t *ob
         }
         if (g->ts_n == R)
             FHD_TRY(fhd__cuda_img_flush(b));
+        if (g->ts_n == 0) /* the buffer's previous copy is done before it is written again */
+            FHD_TRY(wait_event(b, g->ev_ts[g->ts_cur]));
         const uint64_t t = g->fc[1];
         if (t >= N && g->fc[2] < t - N + 1)
             kill_below(b, t - N + 1); /* the slot's previous transition */

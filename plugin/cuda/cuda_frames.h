@@ -19,11 +19,11 @@
 #define FHD_CUDA_FRAME_EVENTS 8 /* frame copies in flight, tracked for the cache's reuse */
 
 struct fhd__cuda_img {
-    int u8;           /* obs_dtype uint8 */
-    int conv;         /* the MLP's input is converted (no conv layers, and uint8 or scale != 1):
-                       * x_conv holds it */
-    float scale;      /* obs_scale */
-    int frames;       /* the frame-once replay (obs_shape) */
+    int u8;      /* obs_dtype uint8 */
+    int cvt;     /* the MLP's input is converted (no conv layers, and uint8 or scale != 1):
+                  * x_conv holds it */
+    float scale; /* obs_scale */
+    int frames;  /* the frame-once replay (obs_shape) */
     /* MLP input (2B, S) floats and the act path's uint8 upload (R, S) */
     float *x_conv;
     uint8_t *act_x8;
@@ -32,8 +32,8 @@ struct fhd__cuda_img {
     /* frame-once replay */
     uint32_t k;
     uint64_t M, fe, fbytes, C;
-    uint64_t fc[3];          /* frames added, transitions added (T), first live (lo) */
-    uint64_t *f_ref;         /* (M) host: number of the last transition using each frame row */
+    uint64_t fc[3];  /* frames added, transitions added (T), first live (lo) */
+    uint64_t *f_ref; /* (M) host: number of the last transition using each frame row */
     uint64_t dropped;
     unsigned char *cache;    /* pinned (C, fbytes) */
     unsigned char *readback; /* pinned (fbytes): a hint frame older than the cache */
@@ -41,10 +41,10 @@ struct fhd__cuda_img {
     cudaEvent_t ev_f[FHD_CUDA_FRAME_EVENTS];
     uint64_t ev_f_end[FHD_CUDA_FRAME_EVENTS];
     int ev_head, ev_n;
-    uint32_t ts_rows, ts_n;  /* transition staging: capacity, rows staged */
+    uint32_t ts_rows, ts_n; /* transition staging: capacity, rows staged */
     size_t ts_bytes;
-    unsigned char *h_ts[2];  /* pinned, packed: obs ids (TS, k) | next ids (TS, k) | act (TS, D)
-                              * | ret (TS) | disc (TS) */
+    unsigned char *h_ts[2]; /* pinned, packed: obs ids (TS, k) | next ids (TS, k) | act (TS, D)
+                             * | ret (TS) | disc (TS) */
     cudaEvent_t ev_ts[2];
     int ts_cur;
     uint64_t t_sent, lo_sent; /* T and lo as the device has them */
@@ -52,8 +52,5 @@ struct fhd__cuda_img {
     uint64_t *d_t_obs, *d_t_next, *d_first_live;
     unsigned char *d_ts;
 };
-
-/* Bytes of the frame-once replay on the device (frames, ids, act / ret / disc, tree). */
-uint64_t fhd__cuda_frames_device_bytes(const fhd__config *cfg, const fhd__layout *lo);
 
 #endif

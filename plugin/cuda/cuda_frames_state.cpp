@@ -93,8 +93,7 @@ static int32_t img_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t coun
     return FHD_OK;
 }
 
-int32_t fhd__cuda_img_read(fhd__backend *b, int kind, uint64_t offset, uint64_t count,
-                           void *dst) {
+int32_t fhd__cuda_img_read(fhd__backend *b, int kind, uint64_t offset, uint64_t count, void *dst) {
     FHD_CK(b, cudaSetDevice(b->device));
     void *dev, *host;
     FHD_TRY(img_ptr(b, kind, offset, count, &dev, &host));
@@ -166,8 +165,7 @@ int32_t fhd__cuda_img_write(fhd__backend *b, int kind, uint64_t offset, uint64_t
         FHD_CK(b, cudaMemcpyAsync(dev, src, bytes, cudaMemcpyHostToDevice, b->s_main));
     if (kind == FHD_STATE_FRAME_COUNTERS)
         FHD_TRY(counters_to_device(b));
-    if (kind == FHD_STATE_FRAME_COUNTERS || kind == FHD_STATE_FRAMES ||
-        kind == FHD_STATE_FRAMES_U8)
+    if (kind == FHD_STATE_FRAME_COUNTERS || kind == FHD_STATE_FRAMES || kind == FHD_STATE_FRAMES_U8)
         return rebuild_cache(b); /* waits for everything above */
     return fhd__cuda_sync(b, b->s_main);
 }
@@ -247,8 +245,8 @@ int32_t fhd__cuda_img_check(fhd__backend *b, char *msg, size_t cap) {
     fhd__sumtree t;
     if (fhd__sumtree_init(&t, b->N) != 0)
         return fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY, "check: out of host memory");
-    e = cudaMemcpyAsync(t.nodes, b->nodes, sizeof(uint64_t) * 2 * t.leaves,
-                        cudaMemcpyDeviceToHost, b->s_main);
+    e = cudaMemcpyAsync(t.nodes, b->nodes, sizeof(uint64_t) * 2 * t.leaves, cudaMemcpyDeviceToHost,
+                        b->s_main);
     if (e != cudaSuccess)
         rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "tree read");
     if (rc == FHD_OK)
@@ -262,7 +260,8 @@ int32_t fhd__cuda_img_check(fhd__backend *b, char *msg, size_t cap) {
         const int live = T > 0 && sl < (T < N ? T : N) && last >= lo && last < T;
         const uint64_t q = t.nodes[t.leaves + sl];
         if (live != (q != 0) || q > s.max_q) {
-            snprintf(msg, cap, "frame replay: slot %llu is %s but has priority %llu (running max "
+            snprintf(msg, cap,
+                     "frame replay: slot %llu is %s but has priority %llu (running max "
                      "%llu)",
                      (unsigned long long)sl, live ? "live" : "dead", (unsigned long long)q,
                      (unsigned long long)s.max_q);

@@ -251,8 +251,8 @@ struct fhd__backend {
                                * NULL for uint8) */
     uint8_t *g_x8;            /* (2B, S) bytes in place of g_x for obs_dtype uint8 */
     /* the MLP's layer-0 input, (2B, layers[0].in) rows: g_x for float32 at scale 1, the
-     * converted rows (img->x_conv) for uint8 or scaled inputs without conv layers, the conv
-     * torso's output with conv layers */
+     * converted rows img->x_conv (img->cvt: uint8 or scaled inputs without conv layers), the
+     * conv torso's output with conv layers */
     const float *mlp_in;
     const float *mlp_in_tg; /* target(s') layer-0 input (B, layers[0].in): mlp_in + B rows,
                              * or the conv torso's target output */
@@ -288,7 +288,7 @@ struct fhd__backend {
     /* act */
     uint32_t act_rows;        /* R */
     /* act_x (R, S): the observations as floats (converted from img->act_x8 / scaled in place
-     * when img->conv), layer 0's input without conv layers; act_a, act_b (R, max H_l) */
+     * when img->cvt), layer 0's input without conv layers; act_a, act_b (R, max H_l) */
     float *act_x, *act_a, *act_b, *act_head, *act_q; /* (R, HOs) head, (R, KT) Q values */
     int32_t *act_greedy;      /* (R, D) */
     float *h_act_obs, *h_act_q;

@@ -249,7 +249,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         plan_add(p, &g->h_ts[0], g->ts_bytes, MEM_PINNED, 0);
         plan_add(p, &g->h_ts[1], g->ts_bytes, MEM_PINNED, 0);
     }
-    if (g->conv)
+    if (g->cvt)
         plan_add(p, &g->x_conv, 2 * B * S * f, MEM_DEVICE, G_ACT);
     if (g->u8)
         plan_add(p, &g->act_x8, R * S, MEM_DEVICE, G_ACT);
@@ -370,14 +370,24 @@ static int32_t oom_message(fhd__backend *b, const alloc_plan *p, const char *wha
     size_t sum = 0;
     for (int g = 0; g < G_COUNT; g++)
         sum += p->dev[g];
+    char ring[160]; /* what the replay group holds */
+    if (b->img->frames)
+        snprintf(ring, sizeof ring,
+                 "%llu frames of %llu bytes + replay_capacity %u x (16 x frame_stack %u + 4 x "
+                 "%u actions + 8) bytes",
+                 (unsigned long long)b->img->M, (unsigned long long)b->img->fbytes, b->N,
+                 b->img->k, b->lo.D);
+    else
+        snprintf(ring, sizeof ring,
+                 "replay_capacity %u x (2 x obs_dim %u x %u + %u actions x 4 + 8) bytes", b->N,
+                 b->lo.S, b->img->u8 ? 1u : 4u, b->lo.D);
     return fhd__cuda_failf(
         b, FHD_ERR_OUT_OF_MEMORY,
         "cuda backend: out of device memory (%s of %.1f MiB failed): the learner needs %.1f MiB "
-        "on %s: replay ring %.1f MiB (replay_capacity %u x (2 x obs_dim %u + %u actions + 2) x "
-        "4 bytes), sum tree %.1f MiB, parameters/gradient/Adam %.1f MiB (%llu parameters), "
-        "activations and batch %.1f MiB (batch_size %u), workspaces %.1f MiB; the device has "
-        "%.1f MiB free of %.1f MiB",
-        what, mib(bytes), mib(sum), b->device_name, mib(p->dev[G_REPLAY]), b->N, b->lo.S, b->lo.D,
+        "on %s: replay %.1f MiB (%s), sum tree %.1f MiB, parameters/gradient/Adam %.1f MiB "
+        "(%llu parameters), activations and batch %.1f MiB (batch_size %u), workspaces %.1f "
+        "MiB; the device has %.1f MiB free of %.1f MiB",
+        what, mib(bytes), mib(sum), b->device_name, mib(p->dev[G_REPLAY]), ring,
         mib(p->dev[G_TREE]), mib(p->dev[G_PARAMS]), (unsigned long long)b->P, mib(p->dev[G_ACT]),
         b->B, mib(p->dev[G_WORK]), mib(fr), mib(tot));
 }
@@ -533,7 +543,7 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         b->g_ret = (float *)(void *)(b->g_act + (size_t)b->B * lo->D);
         b->g_disc = b->g_ret + b->B;
         b->g_w = b->g_disc + b->B;
-        b->mlp_in = lo->NC ? b->conv.flat_on : b->img->conv ? b->img->x_conv : b->g_x;
+        b->mlp_in = lo->NC ? b->conv.flat_on : b->img->cvt ? b->img->x_conv : b->g_x;
         b->mlp_in_tg = lo->NC ? b->conv.flat_tg : b->mlp_in + (size_t)b->B * lo->layers[0].in;
         rc = initialise(b, params, sn);
     }

@@ -78,7 +78,7 @@ static void run_wrap(const char *cfg, const char *what, int expect_frame_kills) 
     uint8_t term[E], trunc[E], valid[E], ended[E] = {0, 0};
     int32_t act[E];
     uint32_t rng = 7;
-    int ok_all = 1, min_live = (int)N, bad_samples = 0, frame_kills = 0;
+    int ok_all = 1, min_live = (int)N, bad_samples = 0, frame_kills = 0, saved_killed = 0;
     uint64_t *oid = malloc(sizeof(uint64_t) * N), *nid = malloc(sizeof(uint64_t) * N);
     float *frames = malloc(sizeof(float) * M), *ret = malloc(sizeof(float) * N);
     float *disc = malloc(sizeof(float) * N);
@@ -171,6 +171,25 @@ static void run_wrap(const char *cfg, const char *what, int expect_frame_kills) 
             break;
         const int live = (int)(fc[1] - fc[2]);
         frame_kills += fc[2] > (fc[1] > N ? fc[1] - N : 0); /* lo past the slots' own wrap */
+        if (!saved_killed && fc[2] > (fc[1] > N ? fc[1] - N : 0) && fc[1] % N != fc[1] - fc[2]) {
+            /* a checkpoint of a ring that kills shrank (pos != size below capacity) loads */
+            saved_killed = 1;
+            const char *path = "test_replay_frames_killed.safetensors";
+            char why[256] = "";
+            fhd_learner *R = make(cfg);
+            uint64_t rc3[3] = {0, 0, 0};
+            CHECK(fhd__checkpoint_save(L, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK &&
+                      fhd__checkpoint_load(R, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK,
+                  "%s: a checkpoint with %d live of %llu slots at pos %llu loads: %s", what,
+                  live, (unsigned long long)N, (unsigned long long)(fc[1] % N), R->err);
+            R->ops->read(R->be, FHD_STATE_FRAME_COUNTERS, 0, 3, rc3);
+            CHECK(memcmp(rc3, fc, sizeof rc3) == 0 &&
+                      R->ops->check_invariants(R->be, why, sizeof why) == FHD_OK,
+                  "%s: the loaded frame replay has the counters and its invariants hold (%s)",
+                  what, why);
+            fhd__learner_destroy(R);
+            remove(path);
+        }
         if (fc[1] >= N && live < min_live)
             min_live = live;
         if (live >= (int)L->cfg.batch_size) {
@@ -191,6 +210,7 @@ static void run_wrap(const char *cfg, const char *what, int expect_frame_kills) 
     printf("%s: %d transitions, %llu frames; after the wrap at least %d of %llu slots live; "
            "%d calls saw transitions retired by the frame ring\n",
            what, nwant, (unsigned long long)M, min_live, (unsigned long long)N, frame_kills);
+    CHECK(saved_killed == (frame_kills > 0), "%s: a checkpoint taken after a kill", what);
     CHECK(expect_frame_kills ? frame_kills > 0 : frame_kills == 0,
           "%s: the frame ring %s retires live transitions", what,
           expect_frame_kills ? "does" : "never");
