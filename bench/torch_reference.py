@@ -719,6 +719,9 @@ def main():
     ap.add_argument("--sgemm", action="store_true", help="print the large-matmul rate and exit")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.fill is not None and args.fill < 1:
+        print(f"error: --fill is {args.fill}; allowed: an integer >= 1", file=sys.stderr)
+        return 2
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
