@@ -785,8 +785,10 @@ int fhd_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "error: bench: cannot read the network's shape from the config\n");
         rc = FHD_EXIT_CONFIG;
     } else if (fhd_host_bench_geom_check(p.api, r.L, &g, why, sizeof why) != 0) {
-        fprintf(stderr, "error: bench: the network's shape as read from the config differs "
-                        "from the learner's: %s\n", why);
+        fprintf(stderr,
+                "error: bench: the network's shape as read from the config differs "
+                "from the learner's: %s\n",
+                why);
         rc = FHD_EXIT_FAILURE;
     } else {
         rc = run_bench(&o, &r, cfg, p.manifest, &g, &res);

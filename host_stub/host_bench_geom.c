@@ -57,8 +57,10 @@ static int read_conv(json_t *cfg, json_t *manifest, json_t *shape, int nature, b
 
 int fhd_host_bench_geom(json_t *cfg, json_t *manifest, bench_geom *g) {
     memset(g, 0, sizeof(*g));
-    json_t *acts = fhd_host_cfg_get(cfg, manifest, "actions"), *hid = fhd_host_cfg_get(cfg, manifest, "hidden");
-    json_t *shape = fhd_host_cfg_get(cfg, manifest, "obs_shape"), *dt = fhd_host_cfg_get(cfg, manifest, "obs_dtype");
+    json_t *acts = fhd_host_cfg_get(cfg, manifest, "actions"),
+           *hid = fhd_host_cfg_get(cfg, manifest, "hidden");
+    json_t *shape = fhd_host_cfg_get(cfg, manifest, "obs_shape"),
+           *dt = fhd_host_cfg_get(cfg, manifest, "obs_dtype");
     json_t *torso = fhd_host_cfg_get(cfg, manifest, "torso");
     const int nature = json_is_string(torso) && !strcmp(json_string_value(torso), "nature");
     g->S = u32(fhd_host_cfg_get(cfg, manifest, "obs_dim"));
@@ -100,8 +102,8 @@ static int shape_is(const fhd_tensor_info *t, uint32_t rank, const uint64_t *wan
     return 1;
 }
 
-int fhd_host_bench_geom_check(const fhd_api_v1 *api, fhd_learner *L, const bench_geom *g,
-                              char *why, size_t cap) {
+int fhd_host_bench_geom_check(const fhd_api_v1 *api, fhd_learner *L, const bench_geom *g, char *why,
+                              size_t cap) {
     char name[96];
     for (uint32_t c = 0; c <= g->NC; c++) {
         const int lin = c == g->NC; /* after the convs: the first linear layer */
@@ -120,8 +122,7 @@ int fhd_host_bench_geom_check(const fhd_api_v1 *api, fhd_learner *L, const bench
             snprintf(why, cap,
                      "%s: the config gives shape (%" PRIu64 ", %" PRIu64 "%s), the learner "
                      "has rank %" PRIu32 " (%" PRIu64 ", %" PRIu64 ", ...)",
-                     name, want[0], want[1], lin ? "" : ", k, k", t.rank, t.shape[0],
-                     t.shape[1]);
+                     name, want[0], want[1], lin ? "" : ", k, k", t.rank, t.shape[0], t.shape[1]);
             return -1;
         }
     }

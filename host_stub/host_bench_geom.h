@@ -22,8 +22,8 @@ typedef struct bench_geom {
     uint32_t hidden[BENCH_MAX_LAYERS];
     int dueling, double_dqn;
     uint64_t capacity;
-    int u8;          /* obs_dtype "uint8" (data passed in the ABI 1.1 *_u8 fields) */
-    uint32_t NC, F;  /* conv layers; F the linear torso's input (S without convs) */
+    int u8;         /* obs_dtype "uint8" (data passed in the ABI 1.1 *_u8 fields) */
+    uint32_t NC, F; /* conv layers; F the linear torso's input (S without convs) */
     bench_conv conv[BENCH_MAX_LAYERS];
 } bench_geom;
 
@@ -36,8 +36,8 @@ int fhd_host_bench_geom(json_t *cfg, json_t *manifest, bench_geom *g);
 
 /* 0 when the learner's tensors have the shapes *g predicts (every conv weight (cout, cin, k,
  * k), the first linear layer's (H_0, F)); else -1 with the first difference in why. */
-int fhd_host_bench_geom_check(const fhd_api_v1 *api, fhd_learner *L, const bench_geom *g,
-                              char *why, size_t cap);
+int fhd_host_bench_geom_check(const fhd_api_v1 *api, fhd_learner *L, const bench_geom *g, char *why,
+                              size_t cap);
 
 /* GEMM FLOPs of one update (see host_bench_geom.c). */
 double fhd_host_bench_flops(const bench_geom *g);
