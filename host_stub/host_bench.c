@@ -8,8 +8,8 @@
  *      e.g. one of bench/shapes.py's); then the command line's --backend, --envs (num_envs),
  *      --seed and --set KEY=VALUE.
  *   2. fill: synthetic transitions through observe, num_envs per call: observations and next
- *      observations uniform in [-1, 1), rewards uniform in [-1, 1), uniform actions, 1% of
- *      them terminated, none truncated. Default count min(capacity, max(16 B, 65536)), rounded
+ *      observations uniform in [-1, 1) (uint8 configs: uniform bytes, through the *_u8 fields),
+ *      rewards uniform in [-1, 1), uniform actions, 1% of them terminated, none truncated. Default count min(capacity, max(16 B, 65536)), rounded
  *      up to a multiple of num_envs: B1 holds 65536 transitions, so a batch of 256 is drawn
  *      from 256x as many, through the real sum tree. The wall time of the fill (host clock, one
  *      blocking read at its end) gives observe_per_second; it includes the first touch of the
