@@ -5,14 +5,21 @@
 # On the GPU machine, from its copy of the repository with .device/ (tools/device_bundle.sh):
 #   bench/run_all.sh            cuda: C0 B1 B1-sn B2 B3, ours + torch eager/graph/compile;
 #                               then cpu: C0 B1, ours + torch eager
+#   bench/run_all.sh --gpu-only --presets "A1 A2" --fill 100000 --tf32
+#                               the pixel presets (Nature CNN, uint8 replay), fp32 and TF32
 # Here, from a normal build:
 #   BUILD=build-bench bench/run_all.sh --cpu-only
 # Options:
 #   --cpu-only | --gpu-only
-#   --presets "C0 B1 ..."           GPU presets (default: all five)
+#   --presets "C0 B1 ..."           GPU presets (default: the five MLPs; A1 A2 are the pixel
+#                                   ones, whose 1M-transition replay needs ~29 GiB)
 #   --cpu-presets "C0 B1"           CPU presets (default: C0 B1)
 #   --modes "eager graph compile"   PyTorch modes on the GPU (default: all three)
 #   --repeats N                     timed runs per measurement (default 7)
+#   --fill N                        replay fill of both sides (default: their own, min(capacity,
+#                                   max(16 B, 65536)))
+#   --tf32                          on the GPU also: ours with matmul_precision tf32_forward and
+#                                   tf32, torch with --tf32 (its matmuls and cuDNN convs)
 #   --peak-tflops X                 GPU peak for ours' peak_fraction
 #   --shapes N                      then the random-shape suite: bench/shapes.py --n N --seed 1
 #                                   (on the GPU when it runs, else the CPU with --small) into
@@ -34,6 +41,8 @@ modes="eager graph compile"
 repeats=7
 peak=""
 shapes=0
+fill=""
+tf32=0
 out="${OUT:-${TMPDIR:-/tmp}/fhd-bench}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -44,9 +53,11 @@ while [ $# -gt 0 ]; do
     --modes) modes="$2"; shift ;;
     --repeats) repeats="$2"; shift ;;
     --peak-tflops) peak="$2"; shift ;;
+    --fill) fill="$2"; shift ;;
+    --tf32) tf32=1 ;;
     --shapes) shapes="$2"; shift ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -75,6 +86,8 @@ log="$out/run.log"
 cores=$(nproc)
 peak_arg=()
 [ -n "$peak" ] && peak_arg=(--peak-tflops "$peak")
+fill_arg=()
+[ -n "$fill" ] && fill_arg=(--fill "$fill")
 
 note() { echo "== $*" | tee -a "$log" >&2; }
 
@@ -130,22 +143,32 @@ if [ $gpu = 1 ]; then
   record gpu sgemm torch cuda -- "$PYTHON" bench/torch_reference.py --device cuda --sgemm
   for p in $presets; do
     record gpu "$p" foxhunt-dqn cuda -- "$HOST" bench --preset "$p" --backend cuda \
-      --repeats "$repeats" --json "${peak_arg[@]}"
+      --repeats "$repeats" --json "${peak_arg[@]}" "${fill_arg[@]}"
     for m in $modes; do
       record gpu "$p" pytorch "torch-$m" -- "$PYTHON" bench/torch_reference.py --device cuda \
-        --preset "$p" --mode "$m" --repeats "$repeats" --json "${peak_arg[@]}"
+        --preset "$p" --mode "$m" --repeats "$repeats" --json "${peak_arg[@]}" "${fill_arg[@]}"
+    done
+    [ $tf32 = 1 ] || continue
+    for prec in tf32_forward tf32; do
+      record gpu "$p" foxhunt-dqn "cuda-$prec" -- "$HOST" bench --preset "$p" --backend cuda \
+        --set matmul_precision="$prec" --repeats "$repeats" --json "${peak_arg[@]}" "${fill_arg[@]}"
+    done
+    for m in $modes; do
+      record gpu "$p" pytorch "torch-$m-tf32" -- "$PYTHON" bench/torch_reference.py --device cuda \
+        --preset "$p" --mode "$m" --tf32 --repeats "$repeats" --json "${peak_arg[@]}" \
+        "${fill_arg[@]}"
     done
   done
 fi
 if [ $cpu = 1 ]; then
   for p in $cpu_presets; do # ours and PyTorch back to back, in the same machine state
     record cpu "$p" foxhunt-dqn cpu -- "$HOST" bench --preset "$p" --backend cpu \
-      --repeats "$repeats" --json
+      --repeats "$repeats" --json "${fill_arg[@]}"
     # PyTorch at the machine's core count, and at 1 thread (its OpenMP pool can oversubscribe
     # the cores together with its BLAS's own threads); the table takes the faster.
     for t in $(printf '%s\n' "$cores" 1 | sort -u); do
       record cpu "$p" pytorch torch-eager -- "$PYTHON" bench/torch_reference.py --device cpu \
-        --preset "$p" --mode eager --threads "$t" --repeats "$repeats" --json
+        --preset "$p" --mode eager --threads "$t" --repeats "$repeats" --json "${fill_arg[@]}"
     done
   done
 fi
@@ -179,11 +202,17 @@ errors = [f"{r['machine']} {r['preset']} {r['impl']} {r.get('mode', r.get('backe
           f"{r['error']}" for r in rows if "error" in r]
 for ours in [r for r in rows if r.get("impl") == "foxhunt-dqn"]:
     m, p = ours["machine"], ours["preset"]
+    # precision: ours' matmul_precision; its PyTorch rows are those with TF32 on (--tf32) for
+    # tf32_forward and tf32, off for fp32
+    prec = (ours.get("config") or {}).get("matmul_precision") or (  # error rows: the backend
+        ours.get("backend", "")[5:] if ours.get("backend", "").startswith("cuda-") else "fp32")
     trows = {}  # mode -> the fastest PyTorch row of that mode (CPU: over thread counts)
     for r in rows:
         if r.get("impl") != "pytorch" or r["preset"] != p or r["machine"] != m:
             continue
-        mode = r.get("mode", r.get("backend", "").replace("torch-", ""))
+        if bool(r.get("tf32") or r.get("backend", "").endswith("-tf32")) != (prec != "fp32"):
+            continue
+        mode = r.get("mode", r.get("backend", "").replace("torch-", "").replace("-tf32", ""))
         old = trows.get(mode)
         if (old is None or "error" in old
                 or r.get("us_per_update_median", float("inf")) < old["us_per_update_median"]):
@@ -203,7 +232,7 @@ for ours in [r for r in rows if r.get("impl") == "foxhunt-dqn"]:
         return f"{us(mode) / ou:.2f}x" if us(mode) and ou else "-"
 
     rate, flops = sgemm.get(m), ours.get("gemm_flops_per_update")
-    floor = flops / (rate * 1e9) * 1e6 if rate and flops else None
+    floor = flops / (rate * 1e9) * 1e6 if rate and flops and prec == "fp32" else None
     te = trows.get("eager", {})
     t1 = [r for r in rows if r.get("impl") == "pytorch" and r["preset"] == p
           and r["machine"] == m and r.get("threads") == 1 and "cpu_us_per_update_median" in r]
@@ -213,7 +242,8 @@ for ours in [r for r in rows if r.get("impl") == "foxhunt-dqn"]:
             f"{t1[0]['cpu_us_per_update_median']:.1f}" if t1 else "-")
     cell = (f"{ou:.1f} ({ours['us_per_update_p10']:.1f}-{ours['us_per_update_p90']:.1f})"
             if ou else "error")
-    out.append(f"| {p} | {m} | {cell} | {tcell('eager')} | {tcell('graph')} "
+    label = p if prec == "fp32" else f"{p} {prec}"
+    out.append(f"| {label} | {m} | {cell} | {tcell('eager')} | {tcell('graph')} "
                f"| {tcell('compile')} | {ratio('eager')} | {ratio('graph')} "
                f"| {ratio('compile')} | {fmt(ours.get('tflops'), 4)} | {fmt(floor)} "
                f"| {fmt(ours.get('act_us_1'), 2)} / {fmt(ours.get('act_us_64'), 2)} "
@@ -223,7 +253,9 @@ print()
 print("ratios: PyTorch time / ours (above 1: ours is faster); torch columns on the CPU: the "
       "faster of --threads <cores> and --threads 1. CPU time: the process's CPU time per update "
       "(all threads; meaningful as work per update when both run one thread, i.e. with "
-      "OPENBLAS_NUM_THREADS=1). floor: GEMM FLOPs per update / the machine's large float32 "
+      "OPENBLAS_NUM_THREADS=1). Rows named tf32_forward / tf32: ours at that matmul_precision "
+      "against PyTorch with TF32 matmuls and convs (--tf32). GEMM FLOPs count a conv as its "
+      "im2col GEMM. floor (fp32 rows): GEMM FLOPs per update / the machine's large float32 "
       "matmul rate through torch ("
       + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in sgemm.items()) + ").")
 for e in errors:

@@ -13,11 +13,20 @@ The same update, op for op:
             spectral norm as torch.nn.utils.parametrizations.spectral_norm: persistent u, v,
             one power iteration per update (no_grad), sigma = u . (W v) with u, v constant,
             W / sigma used by online(s) and online(s'); the target net uses its stored u, v.
+  pixels    obs_shape [C, H, W] with a conv list (torso "nature": 32x8s4, 64x4s2, 64x3s1,
+            hidden [512]) in front of the linear torso: F.conv2d with ReLU per layer (cuDNN
+            on CUDA, torch.backends.cudnn.benchmark = True: the algorithms timed per shape),
+            flattened in (C, H, W) order; the input is obs_scale * obs in float32 (1/255 for
+            uint8 by default), converted from the gathered batch inside the update (inside
+            the graph in graph mode). Spectral norm "all" covers the convs (W as (cout,
+            cin k k)). Memory NCHW, or NHWC with --channels-last (weights and activations).
   replay    on the chosen device: priorities^alpha in one float tensor; stratified sampling
             (one uniform draw per 1/B slice of the total) through cumsum + searchsorted;
             IS weights (N P(i))^-beta normalised by the batch max, beta annealed per update on
             the device; priority update (mean_d |td| + eps)^alpha by index_put_; new
-            transitions get the running max priority.
+            transitions get the running max priority. Observations as given (uint8 stays
+            uint8): obs and next_obs of each transition, (N, *obs_shape) each (no frame
+            sharing: frame_stack only changes how the learner stores them).
   update    double DQN target from target(s') at argmax online(s'), Huber (delta) or squared
             error weighted by w, optional CQL, clip_grad_norm_, Adam / AdamW; hard (tau = 1)
             or Polyak target update every target_update_interval updates, from the host.
@@ -26,25 +35,28 @@ with static buffers, warmed up on a side stream as PyTorch documents (Adam captu
 compile: torch.compile of the sampling + forward + loss and of the optimizer step (failures
 are caught and reported in the JSON as "error").
 
-Timing (as fhd-host bench): fill the replay with min(capacity, max(16 B, 65536)) synthetic
-transitions in calls of --envs (64) transitions (uniform obs and rewards in [-1, 1), uniform
-actions, 1% terminals); warm up for 0.3 s; --repeats (7) runs of N updates (N for about
---run-seconds (0.25) a run, >= 1000 on CUDA); per-run microseconds per update from
-perf_counter on CPU and CUDA events around the N updates on CUDA; median, p10, p90
-(numpy.percentile's interpolation).
-act: greedy, host observations in, host actions out, 1 and 64 observations, median of 2000.
+Timing (as fhd-host bench): fill the replay with min(capacity, max(16 B, 65536)) (or --fill)
+synthetic transitions in calls of --envs (64) transitions (uniform obs in [-1, 1), uniform bytes
+for uint8, rewards in [-1, 1), uniform actions, 1% terminals); warm up for 0.3 s; --repeats (7)
+runs of N updates (N for about --run-seconds (0.25) a run, >= 1000 on CUDA); per-run
+microseconds per update from perf_counter on CPU and CUDA events around the N updates on
+CUDA; median, p10, p90 (numpy.percentile's interpolation).
+act: greedy, host observations in (uint8 for uint8 configs, pageable memory), host actions
+out, 1 and 64 observations, median of 2000.
+gemm_flops_per_update: every layer as its GEMM (a conv as im2col's), as fhd-host bench counts.
 CPU threads: torch.set_num_threads(--threads, default os.cpu_count()); reported as "threads".
 
 Config keys: those of the update above are implemented; the ones that do not change an
-update (backend, device, exploration, the step() schedule, num_envs, autotune) are ignored;
-n_step must be 1 (the fill stores one-step transitions); matmul_precision other than fp32 is
-recorded, and TF32 is used only with --tf32; any other key is an error, so a config this script
-cannot run the same way is refused rather than timed as something else.
+update (backend, device, exploration, the step() schedule, num_envs, autotune, frame_stack)
+are ignored; n_step must be 1 (the fill stores one-step transitions); matmul_precision other
+than fp32 is recorded, and TF32 is used only with --tf32; any other key is an error, so a
+config this script cannot run the same way is refused rather than timed as something else.
 
 Runs under torch 1.13 (CPU only: eager) and torch 2.x (CUDA: eager, graph, compile).
 Usage:
   torch_reference.py --device cpu|cuda --preset C0[,B1,...] --mode eager|graph|compile|all
                      [--json] [--updates N] [--repeats N] [--threads N] [--peak-tflops X]
+                     [--fill N] [--tf32] [--channels-last]
   torch_reference.py --device cpu|cuda --config FILE [--config FILE ...] [same options]
   torch_reference.py --device cpu|cuda --sgemm      (large float32 matmul rate, GFLOP/s)
 With --json each (preset or config, mode) prints one JSON object on its own line.
@@ -75,20 +87,31 @@ TORCH_MAJOR = int(torch.__version__.split(".")[0])
 
 # Keys of the update, implemented below.
 UPDATE_KEYS = {
-    "obs_dim", "actions", "hidden", "dueling", "spectral_norm", "double_dqn", "gamma", "loss",
-    "huber_delta", "cql_alpha", "optimizer", "lr", "adam_beta1", "adam_beta2", "adam_eps",
-    "weight_decay", "max_grad_norm", "target_update_interval", "tau", "batch_size",
-    "replay_capacity", "replay", "per_alpha", "per_beta0", "per_beta_steps", "per_eps", "seed",
-    "n_step", "matmul_precision"}
-# Keys that do not change an update (where it runs, exploration, step()'s schedule, the plan).
+    "obs_dim", "obs_shape", "obs_dtype", "obs_scale", "conv", "torso", "actions", "hidden",
+    "dueling", "spectral_norm", "double_dqn", "gamma", "loss", "huber_delta", "cql_alpha",
+    "optimizer", "lr", "adam_beta1", "adam_beta2", "adam_eps", "weight_decay", "max_grad_norm",
+    "target_update_interval", "tau", "batch_size", "replay_capacity", "replay", "per_alpha",
+    "per_beta0", "per_beta_steps", "per_eps", "seed", "n_step", "matmul_precision"}
+# Keys that do not change an update (where it runs, exploration, step()'s schedule, the plan,
+# and frame_stack: how the learner's replay stores the frames of an observation, not what the
+# network sees).
 NO_EFFECT_KEYS = {
     "backend", "device", "learning_starts", "train_freq", "gradient_steps", "num_envs",
-    "epsilon_start", "epsilon_end", "epsilon_decay_steps", "autotune", "autotune_cache"}
+    "epsilon_start", "epsilon_end", "epsilon_decay_steps", "autotune", "autotune_cache",
+    "frame_stack"}
+# torso "nature" (Mnih et al. 2015), as plugin/config_pixels.c expands it: these convolutions,
+# then hidden [512]. tests/bench/test_torch_reference.py checks it against the parity
+# reference's table.
+NATURE = [{"out": 32, "kernel": 8, "stride": 4}, {"out": 64, "kernel": 4, "stride": 2},
+          {"out": 64, "kernel": 3, "stride": 1}]
+NATURE_HIDDEN = [512]
 
 
 def resolve_config(given):
     """A learner config over the defaults of manifest.json's config_schema, after checking
-    that this script runs it as the learner would (see the header)."""
+    that this script runs it as the learner would (see the header). Image configs come back
+    with obs_dim = C H W, torso "nature" expanded into conv and hidden, conv items with their
+    padding, and obs_scale resolved (0: 1/255 for uint8, 1 for float32)."""
     unknown = sorted(set(given) - UPDATE_KEYS - NO_EFFECT_KEYS)
     if unknown:
         raise ValueError(f"torch_reference.py does not implement config key(s) {unknown}")
@@ -98,7 +121,46 @@ def resolve_config(given):
     cfg.update(given)
     if int(cfg.get("n_step", 1)) != 1:
         raise ValueError(f"n_step is {cfg['n_step']}; the bench fill stores 1-step transitions")
+    shape = [int(x) for x in cfg.get("obs_shape") or []]
+    if shape:
+        if "obs_dim" in given:
+            raise ValueError("obs_shape and obs_dim are both given (with obs_shape [C, H, W], "
+                             "obs_dim is C*H*W)")
+        if len(shape) != 3:
+            raise ValueError(f"obs_shape {shape}: allowed [C, H, W]")
+        cfg["obs_shape"], cfg["obs_dim"] = shape, shape[0] * shape[1] * shape[2]
+    if cfg.get("torso") == "nature":
+        for k in ("conv", "hidden"):
+            if k in given:
+                raise ValueError(f"torso \"nature\" defines {k}; give either torso or {k}")
+        cfg["conv"], cfg["hidden"] = [dict(c) for c in NATURE], list(NATURE_HIDDEN)
+    cfg["conv"] = [dict(c, padding=int(c.get("padding", 0))) for c in cfg.get("conv") or []]
+    if cfg["conv"] and not shape:
+        raise ValueError("conv needs image observations (obs_shape [C, H, W])")
+    u8 = cfg["obs_dtype"] == "uint8"
+    if not float(cfg["obs_scale"]):
+        cfg["obs_scale"] = 1.0 / 255.0 if u8 else 1.0
+    conv_geometry(cfg)  # every layer fits its input
     return cfg
+
+
+def conv_geometry(cfg):
+    """The conv torso of a resolved config as PyTorch's Conv2d computes it: a list of
+    (cin, cout, k, stride, pad, hout, wout) per layer, and F, the flattened size of the last
+    output (the linear torso's input; obs_dim without convolutions)."""
+    if not cfg["conv"]:
+        return [], cfg["obs_dim"]
+    c, h, w = cfg["obs_shape"]
+    out = []
+    for i, cv in enumerate(cfg["conv"]):
+        o, k, st, p = (int(cv[f]) for f in ("out", "kernel", "stride", "padding"))
+        if h + 2 * p < k or w + 2 * p < k:
+            raise ValueError(f"conv[{i}]: kernel {k} is larger than its padded input "
+                             f"{h + 2 * p}x{w + 2 * p}")
+        ho, wo = (h + 2 * p - k) // st + 1, (w + 2 * p - k) // st + 1
+        out.append((c, o, k, st, p, ho, wo))
+        c, h, w = o, ho, wo
+    return out, c * h * w
 
 
 def load_config(preset):
@@ -116,12 +178,16 @@ def load_config_file(path):
 
 
 def gemm_flops_per_update(cfg):
-    """The formula of host_stub/host_bench.c: F = sum_l 2 B in_l out_l per forward;
-    (2 + double) forwards, backward 2 F - 2 B S H_0 (no dx for the first layer)."""
-    B, S = cfg["batch_size"], cfg["obs_dim"]
-    dims = [S] + list(cfg["hidden"]) + [sum(cfg["actions"]) + (1 if cfg["dueling"] else 0)]
-    f = sum(2.0 * B * dims[i] * dims[i + 1] for i in range(len(dims) - 1))
-    return (4.0 + (1 if cfg["double_dqn"] else 0)) * f - 2.0 * B * S * dims[1]
+    """The formula of host_stub/host_bench_geom.c: each layer as the GEMM it is (conv c per
+    image: 2 hout wout cout cin k k, im2col's GEMM; linear: 2 in out); F = B sum_l f_l per
+    forward; (2 + double) forwards, backward dW for every layer and dx for all but the first:
+    total (4 + double) F - B f_0."""
+    B = cfg["batch_size"]
+    convs, Fl = conv_geometry(cfg)
+    f = [2.0 * ho * wo * o * c * k * k for (c, o, k, _, _, ho, wo) in convs]
+    dims = [Fl] + list(cfg["hidden"]) + [sum(cfg["actions"]) + (1 if cfg["dueling"] else 0)]
+    f += [2.0 * dims[i] * dims[i + 1] for i in range(len(dims) - 1)]
+    return (4.0 + (1 if cfg["double_dqn"] else 0)) * B * sum(f) - B * f[0]
 
 
 def percentile(v, q):
@@ -135,10 +201,20 @@ def percentile(v, q):
 # ---- the learner ----------------------------------------------------------------------------
 
 class Learner:
-    """Parameters, target, spectral-norm vectors, optimizer and replay on one device."""
+    """Parameters, target, spectral-norm vectors, optimizer and replay on one device.
+    Layers j = 0 .. T: the NC conv layers, the L linear torso layers, then the head (j = T);
+    params[2 j], params[2 j + 1] are layer j's W and b (conv W (cout, cin, k, k)).
+    channels_last: conv weights and activations in NHWC memory (the same math)."""
 
-    def __init__(self, cfg, device, capturable=False):
+    def __init__(self, cfg, device, capturable=False, channels_last=False):
         self.cfg, self.dev = cfg, device
+        self.obs_shape = tuple(cfg["obs_shape"]) if cfg.get("obs_shape") else (cfg["obs_dim"],)
+        self.u8 = cfg["obs_dtype"] == "uint8"
+        self.obs_dtype = torch.uint8 if self.u8 else torch.float32
+        self.scale = float(cfg["obs_scale"])  # the network's input is scale * obs
+        self.convs, flat = conv_geometry(cfg)  # (cin, cout, k, stride, pad, hout, wout)
+        self.NC = len(self.convs)
+        self.channels_last = bool(channels_last and self.NC)
         K = [int(k) for k in cfg["actions"]]
         self.D, self.Ks, self.KT = len(K), K, sum(K)
         self.K = max(K)  # the last extent of Q (n, D, K)
@@ -154,24 +230,32 @@ class Learner:
             self.pad_idx = pad_idx.view(1, -1)  # (1, D K), expanded over the rows by gather
             self.k_d = torch.tensor(K, dtype=torch.float32, device=device).unsqueeze(1)
         self.dueling = bool(cfg["dueling"])
-        self.dims = [cfg["obs_dim"]] + list(cfg["hidden"]) + [self.KT + int(self.dueling)]
+        self.dims = [flat] + list(cfg["hidden"]) + [self.KT + int(self.dueling)]
         self.L = len(cfg["hidden"])
-        self.sn_layers = {"none": [], "last": [self.L - 1],
-                          "all": list(range(self.L))}[cfg["spectral_norm"]]
+        self.T = self.NC + self.L
+        # (out, in) of each layer's W as a matrix: a conv's (cout, cin k k)
+        mats = [(o, c * k * k) for (c, o, k, _, _, _, _) in self.convs]
+        mats += [(self.dims[i + 1], self.dims[i]) for i in range(self.L + 1)]
+        self.sn_layers = {"none": [], "last": [self.T - 1],
+                          "all": list(range(self.T))}[cfg["spectral_norm"]]
         g = torch.Generator().manual_seed(int(cfg["seed"]))
         self.params = []
-        for i in range(self.L + 1):  # nn.Linear's default init
-            fan_in, out = self.dims[i], self.dims[i + 1]
+        for j, (out, fan_in) in enumerate(mats):  # nn.Linear's and nn.Conv2d's default init
             bound = 1.0 / math.sqrt(fan_in)
             W = (torch.rand(out, fan_in, generator=g) * 2 - 1) * bound
             b = (torch.rand(out, generator=g) * 2 - 1) * bound
+            if j < self.NC:
+                c, o, k = self.convs[j][:3]
+                W = W.view(o, c, k, k)
+                if self.channels_last:
+                    W = W.contiguous(memory_format=torch.channels_last)
             self.params += [W.to(device).requires_grad_(), b.to(device).requires_grad_()]
         self.target = [p.detach().clone() for p in self.params]
         self.sn = {}
         for l in self.sn_layers:  # u, v ~ N(0, 1) normalised, then 15 power iterations
-            W = self.params[2 * l].detach()
-            u = F.normalize(torch.randn(self.dims[l + 1], generator=g).to(device), dim=0)
-            v = F.normalize(torch.randn(self.dims[l], generator=g).to(device), dim=0)
+            W = self.params[2 * l].detach().reshape(mats[l])
+            u = F.normalize(torch.randn(mats[l][0], generator=g).to(device), dim=0)
+            v = F.normalize(torch.randn(mats[l][1], generator=g).to(device), dim=0)
             for _ in range(15):
                 u = F.normalize(torch.mv(W, v), dim=0, eps=1e-12)
                 v = F.normalize(torch.mv(W.t(), u), dim=0, eps=1e-12)
@@ -190,26 +274,37 @@ class Learner:
 
     # -- network --
     def weights(self, params, sn, iterate):
-        """Effective weights: W, or W / sigma for normalised layers (sigma through W only)."""
+        """Effective weights: W, or W / sigma for normalised layers (sigma through W only; a
+        conv's W as the matrix (cout, cin k k), as PyTorch's spectral_norm on a Conv2d)."""
         Ws = []
-        for l in range(self.L + 1):
+        for l in range(self.T + 1):
             W = params[2 * l]
             if l in sn:
                 u, v = sn[l]
+                Wm = W.reshape(W.shape[0], -1)
                 if iterate:
                     with torch.no_grad():
-                        u.copy_(F.normalize(torch.mv(W, v), dim=0, eps=1e-12))
-                        v.copy_(F.normalize(torch.mv(W.t(), u), dim=0, eps=1e-12))
-                W = W / torch.dot(u, torch.mv(W, v))
+                        u.copy_(F.normalize(torch.mv(Wm, v), dim=0, eps=1e-12))
+                        v.copy_(F.normalize(torch.mv(Wm.t(), u), dim=0, eps=1e-12))
+                W = W / torch.dot(u, torch.mv(Wm, v))
             Ws.append(W)
         return Ws
 
     def forward(self, Ws, params, x):
-        """Q (n, D, K), K = max K_d; -inf where a >= K_d."""
+        """Q (n, D, K), K = max K_d; -inf where a >= K_d. x (n, *obs_shape) as stored (uint8
+        or float32), converted here: scale * x in float32."""
         h = x
-        for l in range(self.L):
+        if self.u8 or self.scale != 1.0:
+            h = h.to(torch.float32) * self.scale
+        if self.NC:
+            if self.channels_last:
+                h = h.contiguous(memory_format=torch.channels_last)
+            for c, (_, _, _, st, pad, _, _) in enumerate(self.convs):
+                h = torch.relu(F.conv2d(h, Ws[c], params[2 * c + 1], stride=st, padding=pad))
+            h = h.flatten(1)  # (n, C H W), nn.Flatten's order
+        for l in range(self.NC, self.T):
             h = torch.relu(F.linear(h, Ws[l], params[2 * l + 1]))
-        out = F.linear(h, Ws[self.L], params[2 * self.L + 1])
+        out = F.linear(h, Ws[self.T], params[2 * self.T + 1])
         if self.uniform:
             if not self.dueling:
                 return out.view(-1, self.D, self.K)
@@ -232,10 +327,11 @@ class Learner:
     def alloc_replay(self, size):
         """Storage for the `size` transitions of the fill (<= capacity; the bench never adds
         more, so the priority cumsum runs over exactly the filled part)."""
-        S, dev = self.cfg["obs_dim"], self.dev
+        dev, shape, dt = self.dev, self.obs_shape, self.obs_dtype
         self.size = size
-        self.r_obs = torch.zeros(size, S, device=dev)
-        self.r_next = torch.zeros(size, S, device=dev)
+        # obs and next_obs of every transition, as given: (size, *obs_shape) uint8 or float32
+        self.r_obs = torch.zeros(size, *shape, dtype=dt, device=dev)
+        self.r_next = torch.zeros(size, *shape, dtype=dt, device=dev)
         self.r_act = torch.zeros(size, self.D, dtype=torch.long, device=dev)
         self.r_ret = torch.zeros(size, device=dev)
         self.r_disc = torch.zeros(size, device=dev)
@@ -406,9 +502,15 @@ def make_compile(lr):
 # ---- the benchmark --------------------------------------------------------------------------
 
 def synthetic(cfg, rows, envs, seed):
+    """rows + envs + 1 observations (n, *obs_shape), as fhd-host bench makes them: uniform
+    bytes for uint8, uniform in [-1, 1) for float32; rewards, 1% terminals, actions."""
     g = torch.Generator().manual_seed(seed)
     n = rows + envs + 1
-    obs = torch.rand(n, cfg["obs_dim"], generator=g) * 2 - 1
+    shape = tuple(cfg["obs_shape"]) if cfg.get("obs_shape") else (cfg["obs_dim"],)
+    if cfg["obs_dtype"] == "uint8":
+        obs = torch.randint(0, 256, (n,) + shape, dtype=torch.uint8, generator=g)
+    else:
+        obs = torch.rand((n,) + shape, generator=g) * 2 - 1
     rew = torch.rand(n, generator=g) * 2 - 1
     term = torch.rand(n, generator=g) < 0.01
     act = torch.stack([torch.randint(0, k, (n,), generator=g) for k in cfg["actions"]], 1)
@@ -449,14 +551,23 @@ def bench_one(preset, mode, args, dev):
 def bench_config(cfg, label, mode, args, dev):
     """Time one resolved config in one mode; the result dict (with "error" on failure).
     args: seed, envs, warmup, updates, repeats, act_calls (0: no act timing), peak_tflops,
-    tf32 (the attributes of this script's command line)."""
+    tf32, and optionally fill (None: the default) and channels_last (the attributes of this
+    script's command line)."""
     cfg = dict(cfg, seed=args.seed)
+    chl = bool(getattr(args, "channels_last", False)) and bool(cfg["conv"])
     res = {"preset": label, "impl": "pytorch", "mode": mode, "backend": "torch-" + mode,
            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else cpu_model(),
            "torch_version": torch.__version__, "threads": torch.get_num_threads(),
            "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
            "batch_size": cfg["batch_size"], "tf32": bool(args.tf32),
-           "matmul_precision": cfg.get("matmul_precision", "fp32")}
+           "matmul_precision": cfg.get("matmul_precision", "fp32"),
+           "obs_dtype": cfg["obs_dtype"]}
+    if cfg["conv"]:
+        res.update(memory_format="channels_last" if chl else "nchw",
+                   cudnn_benchmark=bool(torch.backends.cudnn.benchmark),
+                   cudnn_version=torch.backends.cudnn.version() if dev.type == "cuda" else None,
+                   replay_layout="obs and next_obs per transition, (N, C, H, W) "
+                                 + cfg["obs_dtype"] + " each, on the device")
     if mode != "eager" and dev.type != "cuda":
         res["error"] = f"mode {mode} needs CUDA"
         return res
@@ -464,10 +575,10 @@ def bench_config(cfg, label, mode, args, dev):
         res["error"] = f"torch {torch.__version__} has no torch.compile"
         return res
     B, envs = cfg["batch_size"], args.envs
-    fill = min(cfg["replay_capacity"], max(16 * B, 65536))
+    fill = getattr(args, "fill", None) or min(cfg["replay_capacity"], max(16 * B, 65536))
     fill = -(-fill // envs) * envs
     fill = min(fill, cfg["replay_capacity"])
-    lr = Learner(cfg, dev, capturable=(mode == "graph"))
+    lr = Learner(cfg, dev, capturable=(mode == "graph"), channels_last=chl)
     rows = max(128, min(4096, (16 << 20) // cfg["obs_dim"]))
     obs, rew, term, act = synthetic(cfg, rows, envs, args.seed)
     lr.alloc_replay(fill)
@@ -596,6 +707,10 @@ def main():
                     help="target length of a timed run when --updates is not given")
     ap.add_argument("--warmup", type=int, default=None)
     ap.add_argument("--envs", type=int, default=64)
+    ap.add_argument("--fill", type=int, default=None,
+                    help="replay fill (default min(capacity, max(16 B, 65536)), as fhd-host's)")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="conv configs: weights and activations in NHWC memory")
     ap.add_argument("--act-calls", type=int, default=2000, help="0: no act timing")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -604,6 +719,9 @@ def main():
     ap.add_argument("--sgemm", action="store_true", help="print the large-matmul rate and exit")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.fill is not None and args.fill < 1:
+        print(f"error: --fill is {args.fill}; allowed: an integer >= 1", file=sys.stderr)
+        return 2
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
@@ -613,6 +731,7 @@ def main():
             return 1
         torch.backends.cuda.matmul.allow_tf32 = args.tf32
         torch.backends.cudnn.allow_tf32 = args.tf32
+        torch.backends.cudnn.benchmark = True  # conv algorithms timed by cuDNN per shape
     if args.sgemm:
         print(json.dumps(sgemm_rate(dev)))
         return 0

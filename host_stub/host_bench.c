@@ -8,8 +8,8 @@
  *      e.g. one of bench/shapes.py's); then the command line's --backend, --envs (num_envs),
  *      --seed and --set KEY=VALUE.
  *   2. fill: synthetic transitions through observe, num_envs per call: observations and next
- *      observations uniform in [-1, 1), rewards uniform in [-1, 1), uniform actions, 1% of
- *      them terminated, none truncated. Default count min(capacity, max(16 B, 65536)), rounded
+ *      observations uniform in [-1, 1) (uint8 configs: uniform bytes, through the *_u8 fields),
+ *      rewards uniform in [-1, 1), uniform actions, 1% of them terminated, none truncated. Default count min(capacity, max(16 B, 65536)), rounded
  *      up to a multiple of num_envs: B1 holds 65536 transitions, so a batch of 256 is drawn
  *      from 256x as many, through the real sum tree. The wall time of the fill (host clock, one
  *      blocking read at its end) gives observe_per_second; it includes the first touch of the
@@ -36,6 +36,7 @@
 #include <jansson.h>
 
 #include "host_bench.h"
+#include "host_bench_geom.h"
 #include "host_cmds.h"
 #include "host_plugin.h"
 
@@ -73,16 +74,6 @@ typedef struct bench_opts {
     int nsets;
     char plugin[4096];
 } bench_opts;
-
-/* What the timing needs to know about the network (from the config and the manifest's
- * defaults). */
-typedef struct bench_geom {
-    uint32_t S, D, KT, L, B, HO;
-    uint32_t hidden[16];
-    int dueling, double_dqn;
-    uint64_t capacity;
-    int u8, conv; /* obs_dtype "uint8" (data passed in the ABI 1.1 *_u8 fields); conv torso */
-} bench_geom;
 
 static double now_s(void) {
     struct timespec ts;
@@ -270,70 +261,6 @@ static int build_config(const bench_opts *o, int with_bench, json_t **out) {
     return FHD_EXIT_OK;
 }
 
-/* Config value of `key`, else the manifest schema's default (NULL if neither). */
-static json_t *cfg_get(json_t *cfg, json_t *manifest, const char *key) {
-    json_t *v = json_object_get(cfg, key);
-    if (v)
-        return v;
-    json_t *schema = json_object_get(json_object_get(manifest, "config_schema"), key);
-    return json_object_get(schema, "default");
-}
-
-static int read_geom(json_t *cfg, json_t *manifest, bench_geom *g) {
-    memset(g, 0, sizeof(*g));
-    json_t *acts = cfg_get(cfg, manifest, "actions"), *hid = cfg_get(cfg, manifest, "hidden");
-    g->S = (uint32_t)json_integer_value(cfg_get(cfg, manifest, "obs_dim"));
-    json_t *shape = cfg_get(cfg, manifest, "obs_shape"), *dt = cfg_get(cfg, manifest, "obs_dtype");
-    if (json_array_size(shape) == 3) /* pixels: S = C*H*W */
-        g->S = (uint32_t)(json_integer_value(json_array_get(shape, 0)) *
-                          json_integer_value(json_array_get(shape, 1)) *
-                          json_integer_value(json_array_get(shape, 2)));
-    g->u8 = json_is_string(dt) && strcmp(json_string_value(dt), "uint8") == 0;
-    g->conv = json_array_size(cfg_get(cfg, manifest, "conv")) > 0 ||
-              (json_is_string(cfg_get(cfg, manifest, "torso")) &&
-               strcmp(json_string_value(cfg_get(cfg, manifest, "torso")), "nature") == 0);
-    const int nature = g->conv && !json_object_get(cfg, "hidden"); /* torso "nature" */
-    g->B = (uint32_t)json_integer_value(cfg_get(cfg, manifest, "batch_size"));
-    g->capacity = (uint64_t)json_integer_value(cfg_get(cfg, manifest, "replay_capacity"));
-    g->dueling = json_is_true(cfg_get(cfg, manifest, "dueling"));
-    g->double_dqn = json_is_true(cfg_get(cfg, manifest, "double_dqn"));
-    g->D = (uint32_t)json_array_size(acts);
-    g->L = (uint32_t)json_array_size(hid);
-    if (!g->S || !g->B || !g->D || !g->L || g->L > 16)
-        return -1;
-    for (uint32_t d = 0; d < g->D; d++)
-        g->KT += (uint32_t)json_integer_value(json_array_get(acts, d));
-    for (uint32_t l = 0; l < g->L; l++)
-        g->hidden[l] = (uint32_t)json_integer_value(json_array_get(hid, l));
-    g->HO = g->KT + (uint32_t)g->dueling;
-    if (nature) {
-        g->L = 1;
-        g->hidden[0] = 512;
-    }
-    return 0;
-}
-
-/* GEMM floating-point operations of one update (2 per multiply-add), from the layout.
- * Layer l maps in_l -> out_l (in_0 = S, torso widths H_l, head out = KT + dueling), and
- *   F = sum_l 2 B in_l out_l                     one forward pass over the batch
- *   forwards:  online(s), target(s'), and online(s') when double DQN: (2 + double) F
- *   backward:  dW_l = dy_l^T x_l for every layer (F) and dx_l = dy_l W_l for every layer but
- *              the first (F - 2 B S H_0): 2 F - 2 B S H_0
- *   total = (4 + double) F - 2 B S H_0.
- * Not counted: the spectral-norm matrix-vector products (O(in out) each, not O(B in out)),
- * elementwise work (bias, ReLU, loss, clipping, Adam) and the sampling. */
-static double gemm_flops_per_update(const bench_geom *g) {
-    if (g->conv)
-        return 0.0; /* not counted for conv torsos */
-    double F = 0.0, in = g->S;
-    for (uint32_t l = 0; l <= g->L; l++) {
-        double out = l < g->L ? g->hidden[l] : g->HO;
-        F += 2.0 * g->B * in * out;
-        in = out;
-    }
-    return (4.0 + g->double_dqn) * F - 2.0 * g->B * g->S * g->hidden[0];
-}
-
 /* ---- the learner under test ------------------------------------------------------------------ */
 
 typedef struct bench_run {
@@ -417,7 +344,7 @@ static int make_data(bench_data *d, const bench_geom *g, json_t *cfg, json_t *ma
         fprintf(stderr, "error: bench: out of memory for the synthetic data\n");
         return FHD_EXIT_FAILURE;
     }
-    json_t *acts = cfg_get(cfg, manifest, "actions");
+    json_t *acts = fhd_host_cfg_get(cfg, manifest, "actions");
     uint64_t s = seed ^ 0x62656e63682d6461ull; /* "bench-da" */
     for (uint64_t i = 0; i < n * g->S; i++)
         d->obs[i] = 2.0f * rand01(&s) - 1.0f;
@@ -698,7 +625,7 @@ static int run_bench(const bench_opts *o, bench_run *r, json_t *cfg, json_t *man
     if (e == FHD_EXIT_OK)
         e = time_act(r, &d, g, 64, o->act_calls, &res->act64, &res->act64_p90);
     free_data(&d);
-    res->flops = gemm_flops_per_update(g);
+    res->flops = fhd_host_bench_flops(g);
     return e;
 }
 
@@ -776,7 +703,13 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
            device ? device : "?");
     printf("  host            %s, %ld cores, OPENBLAS_NUM_THREADS=%s\n", cpu,
            sysconf(_SC_NPROCESSORS_ONLN), obt ? obt : "(unset)");
-    printf("  network         S=%u hidden", g->S);
+    printf("  network         S=%u%s", g->S, g->u8 ? " uint8" : "");
+    for (uint32_t c = 0; c < g->NC; c++) { /* out x kernel s stride [p padding] */
+        printf("%s%ux%us%u", c ? " " : " conv ", g->conv[c].cout, g->conv[c].k, g->conv[c].stride);
+        if (g->conv[c].pad)
+            printf("p%u", g->conv[c].pad);
+    }
+    printf(" hidden");
     for (uint32_t l = 0; l < g->L; l++)
         printf("%s%u", l ? "x" : " ", g->hidden[l]);
     printf(" head %u (KT %u, D %u), batch %u, %s\n", g->HO, g->KT, g->D, g->B,
@@ -834,6 +767,7 @@ int fhd_cmd_bench(int argc, char **argv) {
         return rc;
     }
     bench_geom g;
+    char why[256];
     bench_result res;
     memset(&res, 0, sizeof res);
     bench_run r = {p.api, NULL, {0}, 0, {0}};
@@ -847,9 +781,15 @@ int fhd_cmd_bench(int argc, char **argv) {
                                                                               : FHD_EXIT_CONFIG;
     } else if (o.print_plan) {
         rc = print_plan(&o, &r);
-    } else if (read_geom(cfg, p.manifest, &g) != 0) {
+    } else if (fhd_host_bench_geom(cfg, p.manifest, &g) != 0) {
         fprintf(stderr, "error: bench: cannot read the network's shape from the config\n");
         rc = FHD_EXIT_CONFIG;
+    } else if (fhd_host_bench_geom_check(p.api, r.L, &g, why, sizeof why) != 0) {
+        fprintf(stderr,
+                "error: bench: the network's shape as read from the config differs "
+                "from the learner's: %s\n",
+                why);
+        rc = FHD_EXIT_FAILURE;
     } else {
         rc = run_bench(&o, &r, cfg, p.manifest, &g, &res);
         if (rc == FHD_EXIT_OK) {

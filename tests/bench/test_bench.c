@@ -2,7 +2,7 @@
  * values the run implies (counts, the GEMM FLOP formula, ordered percentiles, finite rates);
  * bad command lines exit 2; every file in bench/presets is a preset of fhd-host with the same
  * JSON (they are embedded at build time); --print-plan on the CPU backend; --config FILE with
- * branches of different sizes.
+ * branches of different sizes, and with uint8 images and conv torsos (their FLOPs).
  * Usage: test_bench FHD_HOST PRESETS_DIR [TMPDIR]   (TMPDIR: where a config file is written) */
 #include <dirent.h>
 #include <math.h>
@@ -207,6 +207,63 @@ static void test_config_file(const char *tmpdir) {
     remove(path);
 }
 
+/* `fhd-host bench --config` on `text` (written to TMPDIR/name.json) on the CPU: the parsed
+ * JSON, NULL (and a failed check) when it did not run. */
+static json_t *bench_file(const char *tmpdir, const char *name, const char *text) {
+    char path[4096], args[4400];
+    snprintf(path, sizeof path, "%s/%s.json", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f)
+        return NULL;
+    fputs(text, f);
+    fclose(f);
+    snprintf(args, sizeof args,
+             "bench --config '%s' --backend cpu --updates 3 --repeats 1 --warmup 1 --fill 64 "
+             "--envs 8 --act-calls 3 --json",
+             path);
+    int st;
+    char *out = run(args, &st);
+    json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+    CHECK(st == 0 && j, "bench --config %s exited %d: %s", name, st, out ? out : "(no output)");
+    free(out);
+    remove(path);
+    return j;
+}
+
+/* Pixel configs: uint8 images through the *_u8 observe and act fields, a conv list with
+ * padding and torso "nature" (the host's expansion is checked against the learner's tensors,
+ * a mismatch is exit 1); the FLOPs count every conv as its im2col GEMM. */
+static void test_config_pixels(const char *tmpdir) {
+    /* conv0 2x9x11 -> 3x5x6 (k3 s2 p1): 2*30*3*18 = 3240; conv1 -> 4x4x5 (k2 s1): 2*20*4*12 =
+     * 1920; linear 80 -> 8: 1280; head 8 -> 4: 64; per image 6504, B 4: F = 26016;
+     * (4 + 1) F - 4 * 3240 = 117120 */
+    json_t *j = bench_file(tmpdir, "test_bench_pixels",
+                           "{\"obs_shape\": [2, 9, 11], \"obs_dtype\": \"uint8\", \"conv\": "
+                           "[{\"out\": 3, \"kernel\": 3, \"stride\": 2, \"padding\": 1}, "
+                           "{\"out\": 4, \"kernel\": 2, \"stride\": 1}], \"hidden\": [8], "
+                           "\"actions\": [3], \"dueling\": true, \"double_dqn\": true, "
+                           "\"batch_size\": 4, \"replay_capacity\": 256}\n");
+    if (j) {
+        CHECK(num(j, "gemm_flops_per_update") == 117120.0, "conv flops %.0f",
+              num(j, "gemm_flops_per_update"));
+        CHECK(num(j, "updates") == 3 && isfinite(num(j, "loss_last")) && num(j, "act_us_64") > 0,
+              "conv run: updates %g loss %g", num(j, "updates"), num(j, "loss_last"));
+    }
+    json_decref(j);
+    /* nature on 1x36x36: 32x8x8 (2*64*32*64 = 262144), 64x3x3 (2*9*64*512 = 589824), 64x1x1
+     * (2*64*576 = 73728); 64 -> 512: 65536; 512 -> 7: 7168; per image 998400, B 2: F =
+     * 1996800; 5 F - 2 * 262144 = 9459712 */
+    j = bench_file(tmpdir, "test_bench_nature",
+                   "{\"obs_shape\": [1, 36, 36], \"obs_dtype\": \"uint8\", \"torso\": \"nature\", "
+                   "\"actions\": [6], \"dueling\": true, \"double_dqn\": true, \"batch_size\": 2, "
+                   "\"replay_capacity\": 256}\n");
+    if (j)
+        CHECK(num(j, "gemm_flops_per_update") == 9459712.0, "nature flops %.0f",
+              num(j, "gemm_flops_per_update"));
+    json_decref(j);
+}
+
 /* --print-plan on the CPU backend: it creates the learner, says the backend has no plan and
  * exits 0; with --json the object carries "plan": null. */
 static void test_print_plan(void) {
@@ -237,6 +294,7 @@ int main(int argc, char **argv) {
     test_errors();
     test_print_plan();
     test_config_file(argc > 3 ? argv[3] : ".");
+    test_config_pixels(argc > 3 ? argv[3] : ".");
     test_c0_run();
     return fhd_test_finish();
 }
