@@ -79,6 +79,54 @@ static unsigned int image_grid(uint32_t n) {
     return n < 65535u ? (n ? n : 1u) : 65535u;
 }
 
+/* Channels-last input (layers above the first): one thread per run of V consecutive channels
+ * of a col row in (kh, kw, ci) column order, (p, kh, kw, ci / V): reads and stores both
+ * contiguous, V = 4 as float4 (cin a multiple of 4). */
+template <int V>
+__global__ void __launch_bounds__(CONV_THREADS)
+    fhd_im2col_hwc_kernel(float *__restrict__ col, const float *__restrict__ x, uint64_t x_stride,
+                          uint32_t n, fhd__conv_geom g, fhd_divisor d_run, fhd_divisor d_cv,
+                          fhd_divisor d_k, fhd_divisor d_wout) {
+    const uint32_t cv = g.cin / V, run = g.k * g.k * cv, runs = g.hw * run;
+    for (uint32_t i = blockIdx.y; i < n; i += gridDim.y) {
+        const float *xi = x + (uint64_t)i * x_stride;
+        for (uint32_t e = blockIdx.x * CONV_THREADS + threadIdx.x; e < runs;
+             e += gridDim.x * CONV_THREADS) {
+            const uint32_t p = fhd_divide(d_run, e), q = e - p * run; /* (kh k + kw) cv + j */
+            const uint32_t oh = fhd_divide(d_wout, p), ow = p - oh * g.wout;
+            const uint32_t khw = fhd_divide(d_cv, q), j = q - khw * cv;
+            const uint32_t kh = fhd_divide(d_k, khw), kw = khw - kh * g.k;
+            const int ih = (int)(oh * g.stride + kh) - (int)g.pad;
+            const int iw = (int)(ow * g.stride + kw) - (int)g.pad;
+            float *dst = col + ((uint64_t)i * g.hw + p) * g.ckk + (uint64_t)q * V;
+            const bool in = ih >= 0 && ih < (int)g.hin && iw >= 0 && iw < (int)g.win;
+            const float *src = xi + ((uint64_t)ih * g.win + iw) * g.cin + j * V;
+            if (V == 4)
+                *(float4 *)dst = in ? __ldg((const float4 *)src) : make_float4(0.f, 0.f, 0.f, 0.f);
+            else
+                dst[0] = in ? __ldg(src) : 0.0f;
+        }
+    }
+}
+
+static void launch_im2col_hwc(float *col, const float *x, uint64_t x_stride, uint32_t n,
+                              const fhd__conv_geom *g, cudaStream_t stream) {
+    const int v4 = g->cin % 4 == 0 && ((uintptr_t)col & 15) == 0 && ((uintptr_t)x & 15) == 0 &&
+                   x_stride % 4 == 0;
+    const uint32_t V = v4 ? 4 : 1, run = g->k * g->k * (g->cin / V);
+    uint64_t gx = fhd_cdiv((uint64_t)g->hw * run, CONV_THREADS);
+    gx = gx < 2 ? 2 : (gx > 4096 ? 4096 : gx); /* never a 1x1x1 grid */
+    const dim3 grid((unsigned)gx, image_grid(n));
+    const fhd_divisor a = fhd_divisor_make(run), b = fhd_divisor_make(g->cin / V),
+                      c = fhd_divisor_make(g->k), d = fhd_divisor_make(g->wout);
+    if (v4)
+        fhd_im2col_hwc_kernel<4><<<grid, CONV_THREADS, 0, stream>>>(col, x, x_stride, n, *g, a, b,
+                                                                    c, d);
+    else
+        fhd_im2col_hwc_kernel<1><<<grid, CONV_THREADS, 0, stream>>>(col, x, x_stride, n, *g, a, b,
+                                                                    c, d);
+}
+
 template <int KIND>
 static void launch_im2col(float *col, const void *x, float scale, uint64_t x_stride, uint32_t n,
                           const fhd__conv_geom *g, int v4, cudaStream_t stream) {
@@ -101,7 +149,7 @@ cudaError_t fhd__cuda_im2col(float *col, const void *x, int kind, float scale, u
     /* float4 stores where every run of 4 is 16-byte aligned */
     const int v4 = g->k % 4 == 0 && g->ckk % 4 == 0 && ((uintptr_t)col & 15) == 0;
     if (kind == FHD_CONV_IN_NHWC)
-        launch_im2col<FHD_CONV_IN_NHWC>(col, x, scale, x_stride, n, g, v4, stream);
+        launch_im2col_hwc(col, (const float *)x, x_stride, n, g, stream);
     else if (kind == FHD_CONV_IN_F32)
         launch_im2col<FHD_CONV_IN_F32>(col, x, scale, x_stride, n, g, v4, stream);
     else
@@ -146,11 +194,10 @@ static __device__ __forceinline__ float dz_source(const float *__restrict__ src,
     const uint32_t i = fhd_divide(d_hw, r), pos = r - i * hw;
     if (FLAT)
         return __ldg(src + (uint64_t)i * hw * c + (uint64_t)ch * hw + pos);
-    /* col2im gather: the layer above (g) read position (y, x) of channel ch at kernel offset
-     * (kh, kw) for output (oh, ow) with oh stride - pad + kh = y */
+    /* col2im gather: the layer above (g, channels-last columns) read position (y, x) of channel
+     * ch at kernel offset (kh, kw) for output (oh, ow) with oh stride - pad + kh = y */
     const uint32_t y = fhd_divide(d_w, pos), x = pos - y * g.win;
-    const uint32_t kk = g.k * g.k;
-    const float *base = src + (uint64_t)i * g.hw * g.ckk + (uint64_t)ch * kk;
+    const float *base = src + (uint64_t)i * g.hw * g.ckk + ch; /* (kh, kw, ci) columns */
     float s = 0.0f;
     for (uint32_t kh = 0; kh < g.k; kh++) {
         const int t = (int)(y + g.pad) - (int)kh;
@@ -166,7 +213,7 @@ static __device__ __forceinline__ float dz_source(const float *__restrict__ src,
             const uint32_t ow = (uint32_t)u / g.stride;
             if (ow >= g.wout)
                 continue;
-            s += __ldg(base + (uint64_t)(oh * g.wout + ow) * g.ckk + kh * g.k + kw);
+            s += __ldg(base + (uint64_t)(oh * g.wout + ow) * g.ckk + (kh * g.k + kw) * g.cin);
         }
     }
     return s;
@@ -231,14 +278,45 @@ cudaError_t fhd__cuda_conv_dz(float *dz, float *partial, const float *h, const f
     return cudaGetLastError();
 }
 
+/* One thread per element of all jobs' matrices: element (o, ci, kh, kw) of job j moves between
+ * the PyTorch order (ci k + kh) k + kw and the channels-last order (kh k + kw) cin + ci. */
+__global__ void __launch_bounds__(CONV_THREADS) fhd_conv_permute_kernel(fhd__conv_perm_args a) {
+    const uint64_t total = a.end[a.njobs - 1];
+    for (uint64_t e = blockIdx.x * (uint64_t)CONV_THREADS + threadIdx.x; e < total;
+         e += (uint64_t)gridDim.x * CONV_THREADS) {
+        uint32_t j = 0;
+        while (e >= a.end[j])
+            j++;
+        const fhd__conv_perm_job &jb = a.job[j];
+        const uint32_t t = (uint32_t)(e - (j ? a.end[j - 1] : 0)); /* in PyTorch order */
+        const uint32_t kk = jb.k * jb.k, ckk = jb.cin * kk;
+        const uint32_t o = t / ckk, r = t - o * ckk, ci = r / kk, khw = r - ci * kk;
+        const uint32_t hwc = o * ckk + khw * jb.cin + ci;
+        if (a.back)
+            jb.dst[t] = jb.src[hwc];
+        else
+            jb.dst[hwc] = jb.src[t];
+    }
+}
+
+cudaError_t fhd__cuda_conv_permute(const fhd__conv_perm_args *a, cudaStream_t stream) {
+    if (a->njobs == 0)
+        return cudaSuccess;
+    uint64_t g = fhd_cdiv(a->end[a->njobs - 1], CONV_THREADS);
+    g = g < 2 ? 2 : (g > 1024 ? 1024 : g);
+    fhd_conv_permute_kernel<<<(unsigned)g, CONV_THREADS, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
 cudaError_t fhd__cuda_conv_preload(void) {
     cudaFuncAttributes fa;
-    const void *fns[] = {(const void *)fhd_im2col_kernel<FHD_CONV_IN_NHWC, 1>,
-                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 1>,
+    const void *fns[] = {(const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 1>,
                          (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 1>,
-                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_NHWC, 4>,
                          (const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 4>,
                          (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 4>,
+                         (const void *)fhd_im2col_hwc_kernel<1>,
+                         (const void *)fhd_im2col_hwc_kernel<4>,
+                         (const void *)fhd_conv_permute_kernel,
                          (const void *)fhd_conv_flatten_kernel,
                          (const void *)fhd_conv_dz_kernel<true>,
                          (const void *)fhd_conv_dz_kernel<false>};

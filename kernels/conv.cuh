@@ -27,9 +27,12 @@ typedef struct fhd__conv_geom {
  * rows (C, H, W) of the learner's dtype, multiplied by the scale as they are packed. */
 enum { FHD_CONV_IN_NHWC = 0, FHD_CONV_IN_F32 = 1, FHD_CONV_IN_U8 = 2 };
 
-/* col (n hw, ckk): col[i hw + oh wout + ow][(ci k + kh) k + kw] = scale x_i[ci][ih][iw] with
- * ih = oh stride - pad + kh, iw = ow stride - pad + kw (0 outside the input). x_i starts
- * x_stride elements after x_{i-1}. */
+/* col (n hw, ckk): row i hw + oh wout + ow holds x_i at ih = oh stride - pad + kh, iw = ow stride
+ * - pad + kw (0 outside the input), x_i starting x_stride elements after x_{i-1}:
+ *   observation rows (first layer): column (ci k + kh) k + kw = scale x_i[ci][ih][iw], W's own
+ *   (cin, kh, kw) order;
+ *   a channels-last activation (FHD_CONV_IN_NHWC): column (kh k + kw) cin + ci, so that reads
+ *   and writes are both contiguous; the GEMMs then take W in that order (fhd__cuda_conv_permute). */
 cudaError_t fhd__cuda_im2col(float *col, const void *x, int kind, float scale, uint64_t x_stride,
                              uint32_t n, const fhd__conv_geom *g, cudaStream_t stream);
 
@@ -38,11 +41,30 @@ cudaError_t fhd__cuda_im2col(float *col, const void *x, int kind, float scale, u
 cudaError_t fhd__cuda_conv_flatten(float *flat, const float *y, uint32_t n, uint32_t hw,
                                    uint32_t c, cudaStream_t stream);
 
+/* Weights between the PyTorch order (cout, cin, k, k) and the channels-last column order
+ * (cout, k, k, cin) of the layers above the first: job j moves cout cin k k elements src -> dst
+ * (back: dst in PyTorch order from src in channels-last order); end[j] is the running total of
+ * elements. One launch for all jobs. */
+#define FHD_CONV_PERM_JOBS 16
+typedef struct fhd__conv_perm_job {
+    const float *src;
+    float *dst;
+    uint32_t cin, k;
+} fhd__conv_perm_job;
+typedef struct fhd__conv_perm_args {
+    fhd__conv_perm_job job[FHD_CONV_PERM_JOBS];
+    uint64_t end[FHD_CONV_PERM_JOBS];
+    uint32_t njobs;
+    int back;
+} fhd__conv_perm_args;
+cudaError_t fhd__cuda_conv_permute(const fhd__conv_perm_args *a, cudaStream_t stream);
+
 /* The gradient at a conv layer's pre-activation, dz (n hw, c) channels-last, times the ReLU's
  * mask (h > 0, h the layer's output), and that layer's bias-gradient partials:
  *   from_flat (the last conv layer): dz[i hw + p][c] = dflat[i][c hw + p]
- *   else (layer below conv g):        dz = col2im of dcol (n g.hw, g.ckk), the sum over the
- *                                     (kh, kw) whose window covers the position, kh then kw
+ *   else (layer below conv g):        dz = col2im of dcol (n g.hw, g.ckk; channels-last
+ *                                     columns), the sum over the (kh, kw) whose window covers
+ *                                     the position, kh then kw
  * partial (parts, c): part j's sum of dz[.][c] over its chunks of 32 rows (j, j + parts, ...),
  * parts = fhd__cuda_conv_dz_parts(n hw) <= 128; the optimiser's norm pass adds them up (a bias
  * segment). No atomics: deterministic. */

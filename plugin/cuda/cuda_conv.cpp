@@ -7,7 +7,9 @@
  * Shapes: B batch, rows_on online images (2B with double DQN: obs then next_obs), hw_c output
  * positions, ckk_c = cin k k, F the linear torso's input width.
  *   input   s0: layer 0's im2col over all 2B batch images (obs, next_obs), before the fork: it
- *           is the same for both networks, so the target reads its rows of next_obs from it
+ *           is the same for both networks, so the target reads its rows of next_obs from it;
+ *           then both networks' weights of the layers above into channels-last order (wperm:
+ *           their im2col columns are (kh, kw, ci), contiguous in a channels-last activation)
  *   online  s0: GEMM_0, then im2col_c + GEMM_c for c = 1..NC-1 over rows_on images, flatten
  *           -> flat_on
  *   target  s1: the same over the B next_obs images with the target's weights -> flat_tg
@@ -71,6 +73,15 @@ void fhd__cuda_conv_plan_buffers(fhd__backend *b, struct fhd__alloc_list *p) {
         max_col = col > max_col ? col : max_col;
         max_y = y > max_y ? y : max_y;
     }
+    cv->wp_total = 0;
+    for (uint32_t c = 1; c < cv->NC; c++) {
+        cv->wp_off[c] = cv->wp_total;
+        cv->wp_total += (uint64_t)cv->g[c].cout * cv->g[c].ckk;
+    }
+    if (cv->wp_total) {
+        fhd__cuda_alloc_add(p, &cv->wperm, 2 * cv->wp_total * f);
+        fhd__cuda_alloc_add(p, &cv->dwperm, cv->wp_total * f);
+    }
     fhd__cuda_alloc_add(p, &cv->col_tg, B * max_col * f);
     fhd__cuda_alloc_add(p, &cv->y_tg[0], B * max_y * f);
     fhd__cuda_alloc_add(p, &cv->y_tg[1], B * max_y * f);
@@ -90,6 +101,41 @@ int32_t fhd__cuda_conv_create_events(fhd__backend *b) {
     return FHD_OK;
 }
 
+/* Conv layer c's weights as its GEMMs read them: layer 0's in PyTorch order in params, the
+ * others' channels-last copies. */
+static const float *conv_w(const fhd__backend *b, int net, uint32_t c) {
+    const fhd__cuda_conv *cv = &b->conv;
+    if (c == 0)
+        return b->params + (net ? b->T : 0) + b->lo.conv[0].w_off;
+    return cv->wperm + (net ? cv->wp_total : 0) + cv->wp_off[c];
+}
+
+/* The permutation jobs: both networks' weights into wperm (nets 2) or the online one's (1), or
+ * (back) dwperm into grad. */
+static void perm_args(fhd__backend *b, fhd__conv_perm_args *a, int nets, int back) {
+    const fhd__cuda_conv *cv = &b->conv;
+    memset(a, 0, sizeof *a);
+    a->back = back;
+    uint64_t total = 0;
+    for (int net = 0; net < nets; net++)
+        for (uint32_t c = 1; c < cv->NC; c++) {
+            const fhd__conv_layer *ly = &b->lo.conv[c];
+            fhd__conv_perm_job j;
+            j.cin = ly->cin;
+            j.k = ly->k;
+            if (back) {
+                j.src = cv->dwperm + cv->wp_off[c];
+                j.dst = b->grad + ly->w_off;
+            } else {
+                j.src = b->params + (net ? b->T : 0) + ly->w_off;
+                j.dst = (float *)conv_w(b, net, c);
+            }
+            total += (uint64_t)ly->cout * ly->ckk;
+            a->job[a->njobs] = j;
+            a->end[a->njobs++] = total;
+        }
+}
+
 /* Forward GEMM of conv layer c of network net over `images` images: y (images hw, cout) =
  * relu(col W^T + b); column-major: y^T (cout, images hw) = W (cout, ckk) col^T. */
 static int32_t plan_forward(fhd__backend *b, fhd__gemm *gm, int net, uint32_t c, uint32_t images,
@@ -106,7 +152,7 @@ static int32_t plan_forward(fhd__backend *b, fhd__gemm *gm, int net, uint32_t c,
     s.m = ly->cout;
     s.n = images * ly->hw;
     s.k = ly->ckk;
-    s.A = base + ly->w_off;
+    s.A = conv_w(b, net, c);
     s.lda = ly->ckk;
     s.B = col;
     s.ldb = ly->ckk;
@@ -127,6 +173,9 @@ int32_t fhd__cuda_conv_prepare(fhd__backend *b) {
         return FHD_OK;
     const fhd__layout *lo = &b->lo;
     const uint32_t B = b->B, NC = cv->NC;
+    perm_args(b, &cv->perm_fwd, 2, 0);
+    perm_args(b, &cv->perm_act, 1, 0);
+    perm_args(b, &cv->perm_back, 1, 1);
     for (uint32_t c = 0; c < NC; c++) {
         const fhd__conv_layer *ly = &lo->conv[c];
         FHD_TRY(plan_forward(b, &cv->fwd_on[c], 0, c, b->rows_on, cv->col_on[c], cv->y_on[c],
@@ -147,7 +196,7 @@ int32_t fhd__cuda_conv_prepare(fhd__backend *b) {
         s.lda = ly->ckk;
         s.B = cv->dz[c];
         s.ldb = ly->cout;
-        s.C = b->grad + ly->w_off;
+        s.C = c ? cv->dwperm + cv->wp_off[c] : b->grad + ly->w_off;
         s.ldc = ly->ckk;
         s.alpha = b->d_one;
         snprintf(site, sizeof site, "conv%u dW", c);
@@ -164,7 +213,7 @@ int32_t fhd__cuda_conv_prepare(fhd__backend *b) {
         s.m = ly->ckk;
         s.n = B * ly->hw;
         s.k = ly->cout;
-        s.A = b->params + ly->w_off;
+        s.A = conv_w(b, 0, c);
         s.lda = ly->ckk;
         s.B = cv->dz[c];
         s.ldb = ly->cout;
@@ -249,7 +298,9 @@ static const void *batch_obs(const fhd__backend *b, uint32_t row) {
 int32_t fhd__cuda_conv_record_input(fhd__backend *b, cudaStream_t s) {
     if (!b->conv.NC)
         return FHD_OK;
-    return record_input(b, batch_obs(b, 0), 2 * b->B, b->conv.col_on[0], s);
+    FHD_TRY(record_input(b, batch_obs(b, 0), 2 * b->B, b->conv.col_on[0], s));
+    FHD_CK(b, fhd__cuda_conv_permute(&b->conv.perm_fwd, s)); /* both networks' wperm */
+    return FHD_OK;
 }
 
 int32_t fhd__cuda_conv_record_forward(fhd__backend *b, int net, cudaStream_t s) {
@@ -280,6 +331,8 @@ int32_t fhd__cuda_conv_record_backward(fhd__backend *b, cudaStream_t s0, cudaStr
         FHD_CK(b, cudaEventRecord(cv->ev_dz[c], s0));
         FHD_CK(b, cudaStreamWaitEvent(s1, cv->ev_dz[c], 0));
         FHD_TRY(fhd__gemm_run(b, &cv->dw[c], s1, b->ws_side));
+        if (c == 1) /* the last channels-last dW: all of them into grad's order */
+            FHD_CK(b, fhd__cuda_conv_permute(&cv->perm_back, s1));
         if (c == 0)
             break;
         const fhd__conv_geom *g = &cv->g[c], *below = &cv->g[c - 1];
@@ -308,6 +361,7 @@ int32_t fhd__cuda_conv_record_act(fhd__backend *b, const fhd__gemm *gms, const v
         ys[c] = cv->act_y[c % 2];
     }
     FHD_TRY(record_input(b, x, rows, cv->act_col, s));
+    FHD_CK(b, fhd__cuda_conv_permute(&cv->perm_act, s)); /* the online weights as they are now */
     return record_stack(b, gms, rows, cols, ys, cv->act_flat, s, b->ws_main);
 }
 

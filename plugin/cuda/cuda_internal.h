@@ -198,6 +198,12 @@ typedef struct fhd__cuda_conv {
     float *bpart[FHD_MAX_CONV_LAYERS];  /* (bparts_c, cout_c) bias-gradient partials */
     uint32_t bparts[FHD_MAX_CONV_LAYERS];
     float *act_col, *act_y[2], *act_flat; /* act: (R max hw ckk), (R max hw cout) x2, (R, F) */
+    /* the weights of the layers above the first in channels-last column order (kernels/
+     * conv.cuh): wperm (2 wp_total: online, target), layer c at wp_off[c]; their gradients in
+     * that order (dwperm, wp_total), put back into grad by perm_back */
+    float *wperm, *dwperm;
+    uint64_t wp_off[FHD_MAX_CONV_LAYERS], wp_total;
+    fhd__conv_perm_args perm_fwd, perm_act, perm_back;
     fhd__gemm fwd_on[FHD_MAX_CONV_LAYERS], fwd_tg[FHD_MAX_CONV_LAYERS];
     fhd__gemm dw[FHD_MAX_CONV_LAYERS], dx[FHD_MAX_CONV_LAYERS], dx_flat;
     cudaEvent_t ev_dz[FHD_MAX_CONV_LAYERS];
