@@ -6,9 +6,10 @@
 
 #define CONV_THREADS 256
 #define DZ_LANES 32   /* channels a block works on at once: one per lane */
-#define DZ_GROUPS 8   /* row groups: one per warp */
-#define DZ_ROWS 32     /* rows per chunk: 4 per warp */
-#define DZ_MAX_PARTS 128 /* blocks per channel chunk: the bias partials the optimiser adds */
+#define DZ_GROUPS 32  /* row groups: one per warp (dz blocks have 1024 threads) */
+#define DZ_ROWS 128    /* rows per chunk: 4 per warp */
+#define DZ_MAX_PARTS 512 /* blocks per channel chunk: the bias partials the optimiser adds */
+#define DZ_THREADS (32 * DZ_GROUPS)
 
 /* x_i's value at (ci, ih, iw) of the learner's dtype times scale, or of a channels-last
  * activation; the caller checks the bounds. */
@@ -219,12 +220,12 @@ static __device__ __forceinline__ float dz_source(const float *__restrict__ src,
     return s;
 }
 
-/* Block (j, cc) owns the chunks of 32 rows j, j + parts, ... and channels [32 cc, 32 cc + 32):
- * lane = channel, warp w rows w + 8 t (t = 0..3) of each chunk, a chunk's loads all in flight
+/* Block (j, cc) owns the chunks of 128 rows j, j + parts, ... and channels [32 cc, 32 cc + 32):
+ * lane = channel, warp w rows w + 32 t (t = 0..3) of each chunk, a chunk's loads all in flight
  * at once; the block's column sums (its chunks in order, then the warps in order) are
  * partial[j][channel]. */
 template <bool FLAT>
-__global__ void __launch_bounds__(CONV_THREADS)
+__global__ void __launch_bounds__(DZ_THREADS)
     fhd_conv_dz_kernel(float *__restrict__ dz, float *__restrict__ partial,
                        const float *__restrict__ h, const float *__restrict__ src, uint64_t rows,
                        uint32_t hw, uint32_t c, fhd__conv_geom g, fhd_divisor d_hw,
@@ -270,10 +271,10 @@ cudaError_t fhd__cuda_conv_dz(float *dz, float *partial, const float *h, const f
     const dim3 grid(fhd__cuda_conv_dz_parts(rows), (unsigned)fhd_cdiv(c, DZ_LANES));
     const fhd_divisor d_hw = fhd_divisor_make(hw), d_w = fhd_divisor_make(from_flat ? 1 : g->win);
     if (from_flat)
-        fhd_conv_dz_kernel<true><<<grid, CONV_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw,
+        fhd_conv_dz_kernel<true><<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw,
                                                                     c, *g, d_hw, d_w);
     else
-        fhd_conv_dz_kernel<false><<<grid, CONV_THREADS, 0, stream>>>(dz, partial, h, src, rows,
+        fhd_conv_dz_kernel<false><<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows,
                                                                      hw, c, *g, d_hw, d_w);
     return cudaGetLastError();
 }

@@ -65,8 +65,8 @@ cudaError_t fhd__cuda_conv_permute(const fhd__conv_perm_args *a, cudaStream_t st
  *   else (layer below conv g):        dz = col2im of dcol (n g.hw, g.ckk; channels-last
  *                                     columns), the sum over the (kh, kw) whose window covers
  *                                     the position, kh then kw
- * partial (parts, c): part j's sum of dz[.][c] over its chunks of 32 rows (j, j + parts, ...),
- * parts = fhd__cuda_conv_dz_parts(n hw) <= 128; the optimiser's norm pass adds them up (a bias
+ * partial (parts, c): part j's sum of dz[.][c] over its chunks of 128 rows (j, j + parts, ...),
+ * parts = fhd__cuda_conv_dz_parts(n hw) <= 512; the optimiser's norm pass adds them up (a bias
  * segment). No atomics: deterministic. */
 uint32_t fhd__cuda_conv_dz_parts(uint64_t rows);
 cudaError_t fhd__cuda_conv_dz(float *dz, float *partial, const float *h, const float *src,
