@@ -100,9 +100,9 @@ int32_t fhd__cpu_frames_check(fhd__backend *b, char *msg, size_t cap);
 void fhd__cpu_prune_apply(fhd__backend *b, float *x);
 /* New masks at sparsity s from the online weights (prune.h), then applied to them. */
 void fhd__cpu_prune_select(fhd__backend *b, double sparsity);
-/* After the optimiser step of update b->updates: the masks applied to the online weights,
- * and at a pruning update the new masks selected. */
-void fhd__cpu_prune_after_step(fhd__backend *b);
+/* At the end of update b->updates (after the target update): at a pruning update, the new
+ * masks (fhd__cpu_prune_select); else nothing. */
+void fhd__cpu_prune_after_update(fhd__backend *b);
 
 /* cpu_net.c */
 /* W_sn of networks [0, nets) (1: online, 2: online and target); train: one power iteration

@@ -96,11 +96,8 @@ void fhd__cpu_prune_select(fhd__backend *b, double sparsity) {
     fhd__cpu_prune_apply(b, b->params);
 }
 
-void fhd__cpu_prune_after_step(fhd__backend *b) {
+void fhd__cpu_prune_after_update(fhd__backend *b) {
     double s;
-    if (!b->lo.num_masks)
-        return;
-    fhd__cpu_prune_apply(b, b->params); /* Adam's momentum moves pruned weights too */
-    if (fhd__prune_at(&b->cfg, b->updates, &s))
+    if (b->lo.num_masks && fhd__prune_at(&b->cfg, b->updates, &s))
         fhd__cpu_prune_select(b, s);
 }

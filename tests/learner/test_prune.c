@@ -2,7 +2,7 @@
  * objects; docs/design.md section 4, Pruning): the schedule and the pruned count, the mask
  * tensors' names and views, the selection against a brute-force sort by (|w|, index) on
  * weights full of ties (per tensor and global, torso and all), the update (masked weights and
- * gradients, the target copying masked weights, biases and out-of-scope weights never 0, the
+ * gradients, the target copying masked weights (before a pruning update's selection), biases and out-of-scope weights never 0, the
  * sparsity reached at prune_end and kept after it), writes of pruned weights, checkpoints
  * with masks and without, and the cuda refusal. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
@@ -241,9 +241,18 @@ static void test_update(void) {
                   t.name, (unsigned long long)z,
                   (unsigned long long)fhd__prune_count(s, t.count));
         }
-        if (u % 5 == 0) {
-            CHECK(memcmp(p, p + P, sizeof(float) * P) == 0,
-                  "update %d: the target is the masked online network", u);
+        if (u % 5 == 0) { /* the target copied the masked weights before the selection */
+            double s_now;
+            const int pruning = fhd__prune_at(&L->cfg, (uint64_t)u, &s_now);
+            uint64_t differ = 0, newly = 0;
+            for (uint64_t i = 0; i < P; i++) {
+                differ += p[P + i] != p[i];
+                newly += p[P + i] != p[i] && p[i] == 0.0f && m[i] == 0.0f;
+            }
+            CHECK(differ == newly && (pruning ? newly > 0 : differ == 0),
+                  "update %d: the target is the online network masked before this update's "
+                  "selection (%llu differ, %llu newly pruned)",
+                  u, (unsigned long long)differ, (unsigned long long)newly);
         }
     }
     /* the gradient of update 20 is masked (the mask did not change at 20) */

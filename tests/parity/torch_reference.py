@@ -28,8 +28,8 @@ float32, with PyTorch building blocks:
             target <- tau * online + (1 - tau) * target and target u, v <- online u, v.
   pruning   (prune_sparsity > 0) torch.nn.utils.prune's reparametrisation W = W_orig * mask,
             kept as the product: the gradient is masked before clipping, the weights after
-            the optimiser step; at a pruning update t (start, start + frequency, ..., end)
-            the masks come from prune.l1_unstructured (per tensor) or
+            the optimiser step; after the target update, at a pruning update t (start,
+            start + frequency, ..., end) the masks come from prune.l1_unstructured (per tensor) or
             prune.global_unstructured (prune_global) with amount
             s_t = s_f (1 - (1 - (t - start) / (end - start))^3), on the current weights.
             Masks (online.<weight>_mask) must match exactly; a mask decided differently in
@@ -468,15 +468,9 @@ class Reference:
         grads = {n: p.grad.detach().numpy().copy() for n, p in self.online.params().items()}
         self.opt.step()
         self.step += 1
-        if self.masks:
-            with torch.no_grad():
-                for n, m in self.masks.items():
-                    named[n].mul_(m)
-                sp = prune_sparsity_at(cfg, self.step)
-                if sp is not None:
-                    self.masks = torch_masks(cfg, {n: named[n] for n in self.prune}, sp)
-                    for n, m in self.masks.items():
-                        named[n].mul_(m)
+        with torch.no_grad():
+            for n, m in self.masks.items():
+                named[n].mul_(m)
         if self.step % int(cfg["target_update_interval"]) == 0:
             tau = float(cfg["tau"])
             with torch.no_grad():
@@ -489,6 +483,12 @@ class Reference:
                 ts = self.target.sn_vectors()
                 for n, u in self.online.sn_vectors().items():
                     ts[n].copy_(u)
+        sp = prune_sparsity_at(cfg, self.step) if self.masks else None
+        if sp is not None:  # after the target update: the target catches up at its next one
+            with torch.no_grad():
+                self.masks = torch_masks(cfg, {n: named[n] for n in self.prune}, sp)
+                for n, m in self.masks.items():
+                    named[n].mul_(m)
         qa_d = qa.detach()
         td = (qa_d - y[:, None]).numpy()
         return {
