@@ -98,7 +98,8 @@ int32_t fhd__cpu_frames_check(fhd__backend *b, char *msg, size_t cap);
 /* cpu_prune.c (pruning on: lo.num_masks > 0) */
 /* x (P, one network's layout) = 0 where the mask is 0: the online weights or a gradient. */
 void fhd__cpu_prune_apply(fhd__backend *b, float *x);
-/* New masks at sparsity s from the online weights (prune.h), then applied to them. */
+/* New masks at sparsity s from the online weights (prune.h), then applied to them and to
+ * their Adam moments. */
 void fhd__cpu_prune_select(fhd__backend *b, double sparsity);
 /* At the end of update b->updates (after the target update): at a pruning update, the new
  * masks (fhd__cpu_prune_select); else nothing. */

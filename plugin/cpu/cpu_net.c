@@ -11,9 +11,9 @@
  *   2. forwards: online(s) keeping activations; target(s'); online(s') for double DQN.
  *   3. y = R + disc * mean_d Q'_d(s', a*_d); loss and dL/dQ; backward into the flat gradient:
  *      head, linear layers, then the conv layers (col recomputed from the kept inputs).
- *   4. pruning on: the gradient masked; global-norm clipping, Adam/AdamW, updates += 1;
- *      pruning on: the weights masked; target update every C updates (it copies the masked
- *      weights); pruning on: new masks at a pruning update (cpu_prune.c).
+ *   4. pruning on: the gradient masked; global-norm clipping, Adam/AdamW, updates += 1
+ *      (a pruned weight, its gradient and Adam moments are 0, so it stays 0); target update
+ *      every C updates; pruning on: new masks at a pruning update (cpu_prune.c).
  * Divergence: a non-finite loss (checked before the backward pass) or gradient norm, or a
  * norm whose square would overflow Adam's second moment, stops the update before anything is
  * applied: the gradient is computed into a spare buffer that replaces grad only on success,
@@ -269,8 +269,6 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     b->updates++;
     b->eval_sn_fresh = 0;
     fhd__adam_step(b->params, b->grad, b->adam_m, b->adam_v, b->P, b->updates, &ap);
-    if (lo->num_masks) /* Adam's momentum moves pruned weights too */
-        fhd__cpu_prune_apply(b, b->params);
     if (b->updates % c->target_update_interval == 0) {
         fhd__polyak(b->params + b->P, b->params, b->P, (float)c->tau);
         if (lo->sn_size) /* the target keeps the online power-iteration state */

@@ -3,7 +3,9 @@
  *
  * b->mask (P) has the layout of one network: 1 kept, 0 pruned; only the weight views of the
  * scope (fhd__layout_mask) are ever 0. Invariant: the online weights are 0 wherever the mask
- * is 0 (kept by every update and by every write of the parameters or the masks).
+ * is 0. A selection zeroes the pruned weights and their Adam moments; the update masks the
+ * gradient, so Adam leaves them 0 (m = v = 0, step 0 / (0 + eps)); a write of the parameters
+ * or the masks applies the mask.
  *
  * The selection is a radix select over the 31-bit magnitude key of prune.h, 8 bits a pass
  * from the top (7, 8, 8, 8 bits): each pass histograms the digit of the keys that match the
@@ -94,6 +96,8 @@ void fhd__cpu_prune_select(fhd__backend *b, double sparsity) {
         }
     }
     fhd__cpu_prune_apply(b, b->params);
+    fhd__cpu_prune_apply(b, b->adam_m); /* a pruned weight's moments: it is never used again */
+    fhd__cpu_prune_apply(b, b->adam_v);
 }
 
 void fhd__cpu_prune_after_update(fhd__backend *b) {

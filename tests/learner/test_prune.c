@@ -2,7 +2,7 @@
  * objects; docs/design.md section 4, Pruning): the schedule and the pruned count, the mask
  * tensors' names and views, the selection against a brute-force sort by (|w|, index) on
  * weights full of ties (per tensor and global, torso and all), the update (masked weights and
- * gradients, the target copying masked weights (before a pruning update's selection), biases and out-of-scope weights never 0, the
+ * gradients, the pruned weights' Adam moments 0, the target copying masked weights (before a pruning update's selection), biases and out-of-scope weights never 0, the
  * sparsity reached at prune_end and kept after it), writes of pruned weights, checkpoints
  * with masks and without, and the cuda refusal. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
@@ -199,6 +199,7 @@ static void test_update(void) {
     const uint64_t P = lo->num_params;
     float *p = (float *)malloc(sizeof(float) * 2 * P), *g = (float *)malloc(sizeof(float) * P);
     float *m = (float *)malloc(sizeof(float) * P);
+    float *am = (float *)malloc(sizeof(float) * P), *av = (float *)malloc(sizeof(float) * P);
     float obs[B * 6], next[B * 6], rew[B];
     int32_t act[B];
     uint8_t term[B];
@@ -222,6 +223,13 @@ static void test_update(void) {
         uint64_t w_bad = 0, out_bad = 0;
         for (uint64_t i = 0; i < P; i++)
             w_bad += m[i] == 0.0f && p[i] != 0.0f;
+        read_all(L, FHD_STATE_ADAM_M, am, P);
+        read_all(L, FHD_STATE_ADAM_V, av, P);
+        uint64_t mv_bad = 0;
+        for (uint64_t i = 0; i < P; i++)
+            mv_bad += m[i] == 0.0f && (am[i] != 0.0f || av[i] != 0.0f);
+        CHECK(mv_bad == 0, "update %d: Adam moments of pruned weights 0 (%llu not)", u,
+              (unsigned long long)mv_bad);
         for (uint32_t l = 0; l <= lo->L; l++) { /* biases and the head: never pruned */
             const fhd__layer *ly = &lo->layers[l];
             for (uint32_t i = 0; i < ly->out; i++)
@@ -330,6 +338,8 @@ static void test_update(void) {
     free(g);
     free(m);
     free(m2);
+    free(am);
+    free(av);
     free(w);
     fhd__learner_destroy(L);
 }

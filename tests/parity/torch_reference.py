@@ -31,7 +31,10 @@ float32, with PyTorch building blocks:
             the optimiser step; after the target update, at a pruning update t (start,
             start + frequency, ..., end) the masks come from prune.l1_unstructured (per tensor) or
             prune.global_unstructured (prune_global) with amount
-            s_t = s_f (1 - (1 - (t - start) / (end - start))^3), on the current weights.
+            s_t = s_f (1 - (1 - (t - start) / (end - start))^3), on the current weights;
+            the pruned weights' Adam moments are reset to 0 (PyTorch's W_orig keeps its
+            moments, which change nothing of W; reset, a pruned weight stays exactly 0
+            through Adam without masking the optimiser's output).
             Masks (online.<weight>_mask) must match exactly; a mask decided differently in
             the free replay is a branch point like a ReLU (see check_dump).
 
@@ -489,6 +492,9 @@ class Reference:
                 self.masks = torch_masks(cfg, {n: named[n] for n in self.prune}, sp)
                 for n, m in self.masks.items():
                     named[n].mul_(m)
+                    st = self.opt.state[named[n]]  # a pruned weight's moments are reset
+                    st["exp_avg"].mul_(m)
+                    st["exp_avg_sq"].mul_(m)
         qa_d = qa.detach()
         td = (qa_d - y[:, None]).numpy()
         return {
