@@ -314,6 +314,13 @@ static void test_update(void) {
         free(h);
     }
     fhd__learner_destroy(R);
+    /* into a learner without pruning: a mismatch that names the key, not a damaged file */
+    R = make("{\"obs_dim\":6,\"actions\":[3],\"hidden\":[32,16],\"batch_size\":16,"
+             "\"replay_capacity\":64,\"lr\":0.01,\"target_update_interval\":5}");
+    CHECK(fhd__checkpoint_load(R, path, 0) == FHD_ERR_CHECKPOINT_MISMATCH &&
+              strstr(R->err, "prune_sparsity") != NULL,
+          "masks into a learner without pruning: the config difference is named (%s)", R->err);
+    fhd__learner_destroy(R);
     unlink(path);
     /* an old learner's checkpoint (no masks) loads into a learner without pruning only */
     fhd_learner *O = make("{\"obs_dim\":6,\"actions\":[3],\"hidden\":[32,16],\"batch_size\":16,"
