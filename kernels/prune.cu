@@ -40,7 +40,7 @@ static __device__ __forceinline__ void digit_bits(int pass, int *lo, int *width)
 }
 
 __global__ void __launch_bounds__(FHD_PRUNE_THREADS)
-prune_hist_kernel(const fhd__prune_args a, int pass) {
+    prune_hist_kernel(const fhd__prune_args a, int pass) {
     __shared__ uint32_t sh[FHD_PRUNE_BINS];
     __shared__ uint64_t cum[FHD_PRUNE_THREADS];
     double s;
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(FHD_PRUNE_THREADS) prune_apply_kernel(const fh
 }
 
 __global__ void __launch_bounds__(FHD_PRUNE_THREADS)
-prune_mask_kernel(const fhd__prune_args a, float *x) {
+    prune_mask_kernel(const fhd__prune_args a, float *x) {
     const fhd__prune_seg &sg = a.seg[seg_of(a, blockIdx.x)];
     const uint64_t per = (sg.count + sg.nblocks - 1) / sg.nblocks;
     const uint64_t b0 = (uint64_t)(blockIdx.x - sg.block0) * per;

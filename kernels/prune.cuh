@@ -25,15 +25,15 @@
 #define FHD_PRUNE_MAX_SEGS 18 /* conv 8 + linear torso 8 + head 2 */
 #define FHD_PRUNE_BITS 11
 #define FHD_PRUNE_BINS (1u << FHD_PRUNE_BITS)
-#define FHD_PRUNE_PASSES 6     /* 6 x 11 >= 63 key bits */
-#define FHD_PRUNE_CHUNK 4096   /* elements per block (256 threads x 16) */
+#define FHD_PRUNE_PASSES 6   /* 6 x 11 >= 63 key bits */
+#define FHD_PRUNE_CHUNK 4096 /* elements per block (256 threads x 16) */
 #define FHD_PRUNE_THREADS 256
 
 /* One pruned weight tensor: its view of the flat buffers and its group. */
 typedef struct fhd__prune_seg {
-    uint64_t off;   /* first element (one network's layout) */
-    uint64_t count; /* elements */
-    uint32_t group; /* 0 with prune_global, else the segment's own index */
+    uint64_t off;             /* first element (one network's layout) */
+    uint64_t count;           /* elements */
+    uint32_t group;           /* 0 with prune_global, else the segment's own index */
     uint32_t block0, nblocks; /* the blocks of every kernel's grid that cover it (>= 2) */
 } fhd__prune_seg;
 
@@ -45,9 +45,9 @@ typedef struct fhd__prune_group {
 } fhd__prune_group;
 
 typedef struct fhd__prune_args {
-    double sparsity;                   /* s_f (prune_sparsity, > 0) */
-    uint64_t start, end, frequency;    /* the schedule (prune_start, prune_end, prune_frequency) */
-    uint32_t nsegs, ngroups, nblocks;  /* nblocks: the grid of every kernel */
+    double sparsity;                  /* s_f (prune_sparsity, > 0) */
+    uint64_t start, end, frequency;   /* the schedule (prune_start, prune_end, prune_frequency) */
+    uint32_t nsegs, ngroups, nblocks; /* nblocks: the grid of every kernel */
     uint32_t pad;
     uint64_t group_n[FHD_PRUNE_MAX_SEGS]; /* elements of each group */
     fhd__prune_seg seg[FHD_PRUNE_MAX_SEGS];

@@ -35,13 +35,13 @@ static void check(bool ok, const char *what, long long a = 0, long long b = 0) {
     ok ? passed++ : failed++;
 }
 
-#define CK(call)                                                                               \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));      \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static uint64_t rng(uint64_t *s) {
@@ -248,7 +248,7 @@ int main(void) {
         printf("SKIP: no CUDA device\n");
         return 77;
     }
-    const std::vector<uint64_t> net = {231, 561, 17, 85};          /* a small MLP, scope all */
+    const std::vector<uint64_t> net = {231, 561, 17, 85};           /* a small MLP, scope all */
     const std::vector<uint64_t> big = {4 * 2 * 9, 300000, 1024, 6}; /* conv, a wide layer, head */
     run(net, 0, 1, "small, per tensor, ties");
     run(net, 1, 1, "small, global, ties");

@@ -2,9 +2,10 @@
  * objects; docs/design.md section 4, Pruning): the schedule and the pruned count, the mask
  * tensors' names and views, the selection against a brute-force sort by (|w|, index) on
  * weights full of ties (per tensor and global, torso and all), the update (masked weights and
- * gradients, the pruned weights' Adam moments 0, the target copying masked weights (before a pruning update's selection), biases and out-of-scope weights never 0, the
- * sparsity reached at prune_end and kept after it), writes of pruned weights, checkpoints
- * with masks and without, and the cuda refusal. */
+ * gradients, the pruned weights' Adam moments 0, the target copying masked weights (before a
+ * pruning update's selection), biases and out-of-scope weights never 0, the sparsity reached at
+ * prune_end and kept after it), writes of pruned weights, checkpoints with masks and without, and
+ * the cuda refusal. */
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 #include <math.h>
 #include <unistd.h>
@@ -129,8 +130,8 @@ static void test_names(void) {
     fhd__learner_destroy(L);
     L = make("{\"obs_dim\":3,\"actions\":[2],\"hidden\":[4]}");
     fhd__tensor_ref t;
-    CHECK(L->lo.num_masks == 0 && fhd__layout_tensor_find(&L->lo, "online.torso.0.weight_mask",
-                                                          &t) != 0,
+    CHECK(L->lo.num_masks == 0 &&
+              fhd__layout_tensor_find(&L->lo, "online.torso.0.weight_mask", &t) != 0,
           "no pruning: no masks");
     fhd__learner_destroy(L);
 }
@@ -237,8 +238,10 @@ static void test_update(void) {
             for (uint64_t i = 0; l == lo->L && i < (uint64_t)ly->out * ly->in; i++)
                 out_bad += m[ly->w_off + i] != 1.0f;
         }
-        CHECK(w_bad == 0 && out_bad == 0, "update %d: pruned weights 0 (%llu not), biases and "
-              "head kept (%llu not)", u, (unsigned long long)w_bad, (unsigned long long)out_bad);
+        CHECK(w_bad == 0 && out_bad == 0,
+              "update %d: pruned weights 0 (%llu not), biases and "
+              "head kept (%llu not)",
+              u, (unsigned long long)w_bad, (unsigned long long)out_bad);
         for (uint32_t j = 0; j < lo->num_masks; j++) {
             fhd__tensor_ref t;
             fhd__layout_mask(lo, j, &t);
@@ -246,8 +249,7 @@ static void test_update(void) {
             for (uint64_t i = 0; i < t.count; i++)
                 z += m[t.offset + i] == 0.0f;
             CHECK(z == fhd__prune_count(s, t.count), "update %d %s: %llu zeros, want %llu", u,
-                  t.name, (unsigned long long)z,
-                  (unsigned long long)fhd__prune_count(s, t.count));
+                  t.name, (unsigned long long)z, (unsigned long long)fhd__prune_count(s, t.count));
         }
         if (u % 5 == 0) { /* the target copied the masked weights before the selection */
             double s_now;
@@ -334,8 +336,7 @@ static void test_update(void) {
     R = make(cfg);
     CHECK(fhd__checkpoint_load(R, path, 0) == FHD_ERR_CHECKPOINT_MISMATCH &&
               strstr(R->err, "prune_sparsity") != NULL,
-          "no masks into a pruning learner: the config difference is named (%s)",
-          R->err);
+          "no masks into a pruning learner: the config difference is named (%s)", R->err);
     unlink(path);
     fhd__learner_destroy(O);
     fhd__learner_destroy(O2);
