@@ -6,12 +6,8 @@
  * pruning update's selection), biases and out-of-scope weights never 0, the sparsity reached at
  * prune_end and kept after it), writes of pruned weights, checkpoints with masks and without, and
  * the cuda refusal. */
-#define _POSIX_C_SOURCE 200809L /* mkstemp */
-#include <math.h>
-#include <unistd.h>
-
+#include "ckpt_common.h" /* the safetensors reader/writer and checksums of the checkpoint tests */
 #include "cpu_internal.h"
-#include "fhd_test.h"
 #include "learner.h"
 #include "prune.h"
 
@@ -323,6 +319,37 @@ static void test_update(void) {
               strstr(R->err, "prune_sparsity") != NULL,
           "masks into a learner without pruning: the config difference is named (%s)", R->err);
     fhd__learner_destroy(R);
+    /* a mask holding 0.5 (its checksums restamped): refused as damaged, the learner unchanged */
+    {
+        size_t len = 0, b0, b1;
+        unsigned char *bytes = fhd_test_read_file(path, &len);
+        st_file f;
+        CHECK(bytes && st_parse(bytes, len, &f) == 0 &&
+                  st_range(&f, "online.torso.1.weight_mask", &b0, &b1) == 0 && b1 > b0,
+              "the file holds online.torso.1.weight_mask");
+        const float bad_value = 0.5f;
+        memcpy(f.data + b0 + 4 * 3, &bad_value, 4);
+        st_restamp_tensor(&f, "online.torso.1.weight_mask");
+        st_restamp_metadata(&f);
+        char bad[64];
+        snprintf(bad, sizeof bad, "%s.bad", path);
+        CHECK(st_write(bad, &f, NULL, 0) == 0, "write the damaged file");
+        R = make(cfg);
+        float *r0 = (float *)malloc(sizeof(float) * P), *r1 = (float *)malloc(sizeof(float) * P);
+        read_all(R, FHD_STATE_MASK, r0, P);
+        CHECK(fhd__checkpoint_load(R, bad, 0) == FHD_ERR_CHECKPOINT_CORRUPT &&
+                  strstr(R->err, "online.torso.1.weight_mask") &&
+                  strstr(R->err, "element 3 is 0.5"),
+              "a mask of 0.5 is refused (%s)", R->err);
+        read_all(R, FHD_STATE_MASK, r1, P);
+        CHECK(memcmp(r0, r1, sizeof(float) * P) == 0, "the refused load left the masks");
+        free(r0);
+        free(r1);
+        fhd__learner_destroy(R);
+        st_free(&f);
+        free(bytes);
+        unlink(bad);
+    }
     unlink(path);
     /* an old learner's checkpoint (no masks) loads into a learner without pruning only */
     fhd_learner *O = make("{\"obs_dim\":6,\"actions\":[3],\"hidden\":[32,16],\"batch_size\":16,"
