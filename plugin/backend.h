@@ -63,6 +63,7 @@ typedef enum {
     FHD_STATE_ADAM_M = FHD_BUF_ADAM_M,
     FHD_STATE_ADAM_V = FHD_BUF_ADAM_V,
     FHD_STATE_SN = FHD_BUF_SN,
+    FHD_STATE_MASK = FHD_BUF_MASK, /* (P) pruning masks, 0 or 1 (layout.h) */
     FHD_STATE_REPLAY_OBS = 16,  /* (capacity, S) */
     FHD_STATE_REPLAY_NEXT_OBS,  /* (capacity, S) */
     FHD_STATE_REPLAY_ACTIONS,   /* (capacity, D) int32 */

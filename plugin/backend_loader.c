@@ -77,6 +77,20 @@ int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
     char why[512] = {0};
     const char *path = "";
     const char *pixels = cuda_unsupported(&L->cfg, &path);
+    /* pruning (docs/design.md section 4) runs on the cpu backend only for now */
+    if (L->cfg.prune_sparsity > 0.0 && L->cfg.backend == FHD_BACKEND_CUDA) {
+        fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, "$.prune_sparsity",
+                       "$.prune_sparsity: backend \"cuda\" does not prune yet; allowed: 0, or "
+                       "backend \"cpu\" or \"auto\"");
+        return FHD_ERR_BACKEND_UNAVAILABLE;
+    }
+    if (L->cfg.prune_sparsity > 0.0 && L->cfg.backend == FHD_BACKEND_AUTO) {
+        snprintf(L->fallback_reason, sizeof L->fallback_reason,
+                 "the cuda backend does not prune yet (prune_sparsity > 0 is cpu-only)");
+        L->ops = &fhd__cpu_backend_ops;
+        L->cfg.matmul_precision = FHD_PREC_FP32;
+        return FHD_OK;
+    }
     if (pixels && L->cfg.backend == FHD_BACKEND_CUDA) {
         fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, path,
                        "%s: backend \"cuda\" does not support %s yet: they run on the cpu "

@@ -140,6 +140,8 @@ int32_t fhd__ck_header_limits_of(const fhd__config *cfg, const fhd__layout *lo,
         w.hidden[l] = 1;
     w.dueling = 1;
     w.spectral_norm = FHD_SN_ALL;
+    w.prune_sparsity = 0.5; /* masks of every weight tensor */
+    w.prune_scope = FHD_PRUNE_ALL;
     w.replay = FHD_REPLAY_PRIORITIZED;
     fhd__layout wl;
     fhd__ck_catalog cat;

@@ -409,6 +409,17 @@ static int32_t check_values(load_ctx *c) {
                      "tensor \"%s\": element %" PRIu64 " is NaN or Inf (checkpoint_save refuses "
                      "a non-finite state: not a file this library wrote, or damaged)",
                      c->nonfinite, c->nonfinite_at);
+    for (uint32_t i = 0; i < c->cat.n; i++) { /* pruning masks hold 0 or 1 only */
+        const fhd__ck_tensor *t = &c->cat.t[i];
+        if (t->source != FHD_CK_SRC_BACKEND || t->kind != FHD_STATE_MASK || !wanted(c, t))
+            continue;
+        const float *m = (const float *)t->data;
+        for (uint64_t k = 0; k < t->count; k++)
+            if (m[k] != 0.0f && m[k] != 1.0f)
+                return failf(c, FHD_ERR_CHECKPOINT_CORRUPT,
+                             "tensor \"%s\": element %" PRIu64 " is %g; a pruning mask holds 0 "
+                             "or 1 only", t->name, k, (double)m[k]);
+    }
     for (uint32_t i = 0; i < c->cat.n; i++) {
         const fhd__ck_tensor *t = &c->cat.t[i];
         if (t->source == FHD_CK_SRC_SCALAR && wanted(c, t))

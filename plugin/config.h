@@ -19,6 +19,7 @@ typedef enum { FHD_LOSS_HUBER = 0, FHD_LOSS_MSE = 1 } fhd__loss_kind;
 typedef enum { FHD_OPT_ADAM = 0, FHD_OPT_ADAMW = 1 } fhd__opt_kind;
 typedef enum { FHD_REPLAY_UNIFORM = 0, FHD_REPLAY_PRIORITIZED = 1 } fhd__replay_kind;
 typedef enum { FHD_PREC_FP32 = 0, FHD_PREC_TF32_FORWARD = 1, FHD_PREC_TF32 = 2 } fhd__precision;
+typedef enum { FHD_PRUNE_TORSO = 0, FHD_PRUNE_ALL = 1 } fhd__prune_scope;
 typedef enum { FHD_TUNE_OFF = 0, FHD_TUNE_FAST = 1, FHD_TUNE_FULL = 2 } fhd__autotune_mode;
 
 /* Bytes of a path key's value, its NUL included (manifest.json: max_length + 1). */
@@ -58,6 +59,14 @@ typedef struct fhd__config {
     uint32_t hidden[FHD_MAX_HIDDEN_LAYERS]; /* H_l */
     int dueling;
     int spectral_norm; /* fhd__sn_mode */
+    /* gradual magnitude pruning (Zhu & Gupta 2017, docs/design.md section 4; off when
+     * prune_sparsity is 0): pruning updates are prune_start, + prune_frequency, ..., prune_end */
+    double prune_sparsity;    /* final fraction of the weights in scope that are zero */
+    uint64_t prune_start;     /* first pruning update (update numbers count from 1) */
+    uint64_t prune_end;       /* last pruning update: the final sparsity is reached here */
+    uint64_t prune_frequency; /* updates between pruning updates */
+    int prune_scope;          /* fhd__prune_scope: torso (conv + linear torso) or all */
+    int prune_global;         /* one threshold over the whole scope, else per weight tensor */
 
     /* learning */
     int double_dqn;

@@ -63,6 +63,17 @@ int32_t fhd__cfg_check_consistency(const fhd__cfg_schema *s, fhd__config *c,
             err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.epsilon_end",
             "%s is larger than epsilon_start (%s); allowed: number in [0, epsilon_start]", a, b);
     }
+    if (c->prune_sparsity > 0.0 && c->prune_end < c->prune_start)
+        return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.prune_end",
+                             "%" PRIu64 " is before prune_start (%" PRIu64
+                             "); allowed: prune_start + a multiple of prune_frequency",
+                             c->prune_end, c->prune_start);
+    if (c->prune_sparsity > 0.0 && (c->prune_end - c->prune_start) % c->prune_frequency != 0)
+        return fhd__cfg_fail(err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.prune_end",
+                             "%" PRIu64 " is not a pruning update (prune_start %" PRIu64
+                             ", prune_frequency %" PRIu64
+                             "); allowed: prune_start + a multiple of prune_frequency",
+                             c->prune_end, c->prune_start, c->prune_frequency);
     if (c->backend == FHD_BACKEND_CPU && c->matmul_precision != FHD_PREC_FP32) {
         const json_t *names = s->keys[KEY_matmul_precision].enums;
         return fhd__cfg_fail(

@@ -49,6 +49,12 @@ typedef enum {
     A(hidden, num_hidden, FHD_MAX_HIDDEN_LAYERS)                                                   \
     S(dueling, ST_BOOL)                                                                            \
     S(spectral_norm, ST_ENUM)                                                                      \
+    S(prune_sparsity, ST_DOUBLE)                                                                   \
+    S(prune_start, ST_U64)                                                                         \
+    S(prune_end, ST_U64)                                                                           \
+    S(prune_frequency, ST_U64)                                                                     \
+    S(prune_scope, ST_ENUM)                                                                        \
+    S(prune_global, ST_BOOL)                                                                       \
     S(double_dqn, ST_BOOL)                                                                         \
     S(gamma, ST_DOUBLE)                                                                            \
     S(n_step, ST_U32)                                                                              \

@@ -80,6 +80,9 @@ int fhd__layout_init(fhd__layout *lo, const fhd__config *cfg) {
     }
     lo->num_params = off;
     lo->sn_size = sn_off;
+    if (cfg->prune_sparsity > 0.0) /* weights of the conv and linear torso [and the head] */
+        lo->num_masks = lo->NC + lo->L +
+                        (cfg->prune_scope == FHD_PRUNE_ALL ? (lo->dueling ? 2u : 1u) : 0u);
     lo->max_width = maxw;
     return off > (UINT64_C(1) << 31) ? -1 : 0;
 }
@@ -244,7 +247,20 @@ static void net_tensor(const fhd__layout *lo, uint32_t i, const char *prefix, ui
 
 uint32_t fhd__layout_tensor_count(const fhd__layout *lo) {
     /* online, target, grad, adam.m, adam.v; then sn u/v for online and target */
-    return 5 * net_tensor_count(lo) + 4 * lo->num_sn;
+    return 5 * net_tensor_count(lo) + 4 * lo->num_sn + lo->num_masks;
+}
+
+int fhd__layout_mask(const fhd__layout *lo, uint32_t j, fhd__tensor_ref *out) {
+    memset(out, 0, sizeof(*out));
+    if (j >= lo->num_masks)
+        return -1;
+    net_tensor(lo, 2 * j, "online", 0, out); /* the weights are the even tensors of a network */
+    size_t n = strlen(out->name);
+    if (n + sizeof "_mask" > sizeof out->name)
+        return -1;
+    memcpy(out->name + n, "_mask", sizeof "_mask");
+    out->buf = FHD_BUF_MASK;
+    return 0;
 }
 
 int fhd__layout_tensor(const fhd__layout *lo, uint32_t i, fhd__tensor_ref *out) {
@@ -262,7 +278,7 @@ int fhd__layout_tensor(const fhd__layout *lo, uint32_t i, fhd__tensor_ref *out) 
     }
     i -= 5 * nt;
     if (i >= 4 * lo->num_sn)
-        return -1;
+        return fhd__layout_mask(lo, i - 4 * lo->num_sn, out);
     uint32_t net = i / (2 * lo->num_sn), r = i % (2 * lo->num_sn);
     uint32_t seen = 0;
     for (uint32_t c = 0; c < lo->NC; c++) {

@@ -24,6 +24,11 @@
  * nn.Flatten does, is the linear torso's input: in_0 = cout hout wout. Spectral norm "all"
  * normalises the conv layers too (PyTorch: W reshaped to (cout, cin k k)): u_c (cout),
  * v_c (cin k k), before the linear layers' vectors in `sn`.
+ *
+ * Pruning masks (config prune_sparsity > 0): a flat float buffer `mask` of P values with the
+ * layout of one network, 1 (kept) or 0 (pruned); only the weight views in the prune scope are
+ * named (online.<weight>_mask, as torch.nn.utils.prune names its buffer weight_mask); the other
+ * entries (biases, weights out of scope) stay 1.
  */
 #ifndef FHD_LAYOUT_H
 #define FHD_LAYOUT_H
@@ -64,6 +69,7 @@ typedef struct fhd__layout {
     fhd__conv_layer conv[FHD_MAX_CONV_LAYERS];
     uint32_t conv_max_act; /* max over conv layers of cin hin win and cout hw (per sample) */
     uint32_t conv_max_col; /* max over conv layers of ckk hw (per sample) */
+    uint32_t num_masks;    /* pruned weight tensors: 0 (no pruning), or the scope's count */
 } fhd__layout;
 
 /* Fill `lo` from a validated config. Returns 0, or -1 if the sizes overflow the limits. */
@@ -86,6 +92,7 @@ typedef enum {
     FHD_BUF_ADAM_M,     /* P */
     FHD_BUF_ADAM_V,     /* P */
     FHD_BUF_SN,         /* 2 * sn_size: online then target */
+    FHD_BUF_MASK,       /* P: pruning masks (layout of one network) */
     FHD_BUF_COUNT_
 } fhd__buf_kind;
 
@@ -100,6 +107,10 @@ typedef struct fhd__tensor_ref {
 /* Number of named tensors, and the i-th (0 <= i < count). Returns -1 when out of range. */
 uint32_t fhd__layout_tensor_count(const fhd__layout *lo);
 int fhd__layout_tensor(const fhd__layout *lo, uint32_t i, fhd__tensor_ref *out);
+/* The j-th pruned weight tensor (0 <= j < num_masks, layout order: conv, torso, head): its
+ * mask's name and view (buf FHD_BUF_MASK; the same offset and count as its weight in one
+ * network's params). Returns -1 when out of range. */
+int fhd__layout_mask(const fhd__layout *lo, uint32_t j, fhd__tensor_ref *out);
 int fhd__layout_tensor_find(const fhd__layout *lo, const char *name, fhd__tensor_ref *out);
 
 #endif

@@ -37,6 +37,7 @@ static void cpu_destroy(fhd__backend *b) {
     free(b->adam_m);
     free(b->adam_v);
     free(b->sn);
+    free(b->mask);
     free(b->wsn);
     for (uint32_t l = 0; l <= FHD_MAX_HIDDEN_LAYERS; l++)
         free(b->h[l]);
@@ -102,6 +103,8 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->adam_m = (float *)xalloc(P, sizeof(float), &ok);
     b->adam_v = (float *)xalloc(P, sizeof(float), &ok);
     b->sn = (float *)xalloc(2 * lo->sn_size, sizeof(float), &ok);
+    if (lo->num_masks)
+        b->mask = (float *)xalloc(P, sizeof(float), &ok);
     uint64_t wsn = 0;
     uint32_t sn_tmp = W;
     for (uint32_t c = 0; c < lo->NC; c++) {
@@ -170,6 +173,8 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
         return FHD_ERR_OUT_OF_MEMORY;
     }
     memcpy(b->params, params, sizeof(float) * 2 * P);
+    for (uint64_t i = 0; b->mask && i < P; i++) /* nothing pruned yet */
+        b->mask[i] = 1.0f;
     if (lo->sn_size)
         memcpy(b->sn, sn, sizeof(float) * 2 * lo->sn_size);
     b->max_q = fhd__prio_quantize(1.0);
@@ -391,6 +396,12 @@ static int32_t state_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t co
     case FHD_STATE_ADAM_M: base = b->adam_m; n = b->P; break;
     case FHD_STATE_ADAM_V: base = b->adam_v; n = b->P; break;
     case FHD_STATE_SN: base = b->sn; n = 2 * b->lo.sn_size; break;
+    case FHD_STATE_MASK:
+        if (!b->mask)
+            return fail(b, FHD_ERR_NOT_FOUND, "no pruning masks (prune_sparsity is 0)");
+        base = b->mask;
+        n = b->P;
+        break;
     case FHD_STATE_REPLAY_OBS:
     case FHD_STATE_REPLAY_NEXT_OBS:
     case FHD_STATE_REPLAY_OBS_U8:
@@ -452,6 +463,8 @@ static int32_t cpu_write(fhd__backend *b, int kind, uint64_t offset, uint64_t co
         return rc;
     memcpy(p, src, count * fhd__state_elem_size(kind));
     b->eval_sn_fresh = 0;
+    if (b->mask && (kind == FHD_STATE_MASK || (kind == FHD_STATE_PARAMS && offset < b->P)))
+        fhd__cpu_prune_apply(b, b->params); /* online weights stay 0 where pruned */
     if (kind == FHD_STATE_REPLAY_PRIORITY)
         fhd__sumtree_rebuild(&b->tree);
     if (kind == FHD_STATE_FRAME_COUNTERS)

@@ -3,6 +3,7 @@
  *   cpu_net.c      the network: spectral norm, forwards, the update (docs/design.md section 4)
  *   cpu_ops.c      linear layers, heads, loss, clipping, Adam (cpu_ops.h)
  *   cpu_conv.c     convolutions: im2col + sgemm (cpu_ops.h)
+ *   cpu_prune.c    gradual magnitude pruning: masks and their selection (prune.h)
  */
 #ifndef FHD_CPU_INTERNAL_H
 #define FHD_CPU_INTERNAL_H
@@ -20,6 +21,7 @@ struct fhd__backend {
     float *grad_next;              /* (P) the gradient being computed; swapped with grad */
     float *sn_prev;                /* (sn_size) online u, v before this update's iteration */
     float *sn;                     /* (2 * sn_size): online u/v, then target u/v */
+    float *mask;                   /* (P) pruning masks, 1 or 0 (lo.num_masks > 0; else NULL) */
     float *wsn; /* (2 * sum of normalised W sizes): W / sigma for online, then target */
     uint64_t wsn_half;
     float sigma[FHD_MAX_HIDDEN_LAYERS]; /* online sigma of this update */
@@ -92,6 +94,16 @@ void *fhd__cpu_frames_state(fhd__backend *b, int kind, uint64_t *n);
 void fhd__cpu_frames_sync(fhd__backend *b);
 /* Invariants of the frame replay: FHD_OK, or FHD_ERR_INTERNAL with msg. */
 int32_t fhd__cpu_frames_check(fhd__backend *b, char *msg, size_t cap);
+
+/* cpu_prune.c (pruning on: lo.num_masks > 0) */
+/* x (P, one network's layout) = 0 where the mask is 0: the online weights or a gradient. */
+void fhd__cpu_prune_apply(fhd__backend *b, float *x);
+/* New masks at sparsity s from the online weights (prune.h), then applied to them and to
+ * their Adam moments. */
+void fhd__cpu_prune_select(fhd__backend *b, double sparsity);
+/* At the end of update b->updates (after the target update): at a pruning update, the new
+ * masks (fhd__cpu_prune_select); else nothing. */
+void fhd__cpu_prune_after_update(fhd__backend *b);
 
 /* cpu_net.c */
 /* W_sn of networks [0, nets) (1: online, 2: online and target); train: one power iteration

@@ -11,7 +11,9 @@
  *   2. forwards: online(s) keeping activations; target(s'); online(s') for double DQN.
  *   3. y = R + disc * mean_d Q'_d(s', a*_d); loss and dL/dQ; backward into the flat gradient:
  *      head, linear layers, then the conv layers (col recomputed from the kept inputs).
- *   4. global-norm clipping, Adam/AdamW, updates += 1, target update every C updates.
+ *   4. pruning on: the gradient masked; global-norm clipping, Adam/AdamW, updates += 1
+ *      (a pruned weight, its gradient and Adam moments are 0, so it stays 0); target update
+ *      every C updates; pruning on: new masks at a pruning update (cpu_prune.c).
  * Divergence: a non-finite loss (checked before the backward pass) or gradient norm, or a
  * norm whose square would overflow Adam's second moment, stops the update before anything is
  * applied: the gradient is computed into a spare buffer that replaces grad only on success,
@@ -251,6 +253,8 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     }
     if (lo->NC)
         conv_backward(b, grad, rows, B);
+    if (lo->num_masks) /* pruned weights get no gradient (torch.nn.utils.prune) */
+        fhd__cpu_prune_apply(b, grad);
     gnorm = fhd__clip_grad_norm(grad, b->P, (float)c->max_grad_norm);
     /* Adam squares the applied gradient: its norm squared must stay a float */
     const float applied =
@@ -270,6 +274,7 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
         if (lo->sn_size) /* the target keeps the online power-iteration state */
             memcpy(b->sn + lo->sn_size, b->sn, sizeof(float) * lo->sn_size);
     }
+    fhd__cpu_prune_after_update(b);
     if (hb->td)
         memcpy(hb->td, b->td, sizeof(float) * B * lo->D);
     if (hb->y)

@@ -245,7 +245,7 @@ static void run_valid_case(const char *dir, const char *name) {
     if (json1) {
         canon = json_loads(json1, 0, NULL);
         /* every key, except obs_dim when obs_shape gives it (the two are exclusive) */
-        size_t want = 46 - (cfg.num_obs_shape ? 1 : 0);
+        size_t want = 52 - (cfg.num_obs_shape ? 1 : 0);
         tc_check(json_is_object(canon) && json_object_size(canon) == want &&
                      (json_object_get(canon, "obs_dim") == NULL) == (cfg.num_obs_shape > 0),
                  "valid/%s: to_json is an object of all %zu keys", name, want);
@@ -338,7 +338,7 @@ static void contract_tests(void) {
 
     while (keys[nkeys])
         nkeys++;
-    tc_check(nkeys == 46, "fhd__config_keys lists 46 keys (%zu)", nkeys);
+    tc_check(nkeys == 52, "fhd__config_keys lists 52 keys (%zu)", nkeys);
 
     /* enum strings map onto the C enums of config.h */
     {
@@ -359,6 +359,8 @@ static void contract_tests(void) {
             {"\"spectral_norm\":\"none\"", offsetof(fhd__config, spectral_norm), FHD_SN_NONE},
             {"\"spectral_norm\":\"last\"", offsetof(fhd__config, spectral_norm), FHD_SN_LAST},
             {"\"spectral_norm\":\"all\"", offsetof(fhd__config, spectral_norm), FHD_SN_ALL},
+            {"\"prune_scope\":\"torso\"", offsetof(fhd__config, prune_scope), FHD_PRUNE_TORSO},
+            {"\"prune_scope\":\"all\"", offsetof(fhd__config, prune_scope), FHD_PRUNE_ALL},
             {"\"loss\":\"huber\"", offsetof(fhd__config, loss), FHD_LOSS_HUBER},
             {"\"loss\":\"mse\"", offsetof(fhd__config, loss), FHD_LOSS_MSE},
             {"\"optimizer\":\"adam\"", offsetof(fhd__config, optimizer), FHD_OPT_ADAM},

@@ -26,6 +26,17 @@ float32, with PyTorch building blocks:
   update    torch.nn.utils.clip_grad_norm_ (when max_grad_norm > 0), torch.optim.Adam / AdamW,
             updates += 1, every target_update_interval updates
             target <- tau * online + (1 - tau) * target and target u, v <- online u, v.
+  pruning   (prune_sparsity > 0) torch.nn.utils.prune's reparametrisation W = W_orig * mask,
+            kept as the product: the gradient is masked before clipping, the weights after
+            the optimiser step; after the target update, at a pruning update t (start,
+            start + frequency, ..., end) the masks come from prune.l1_unstructured (per tensor) or
+            prune.global_unstructured (prune_global) with amount
+            s_t = s_f (1 - (1 - (t - start) / (end - start))^3), on the current weights;
+            the pruned weights' Adam moments are reset to 0 (PyTorch's W_orig keeps its
+            moments, which change nothing of W; reset, a pruned weight stays exactly 0
+            through Adam without masking the optimiser's output).
+            Masks (online.<weight>_mask) must match exactly; a mask decided differently in
+            the free replay is a branch point like a ReLU (see check_dump).
 
 Two replays are compared against the plugin, tensor by tensor, after every update:
   free    the reference runs its own trajectory from the plugin's initial state (errors
@@ -365,6 +376,42 @@ def batch_tensors(rec, k, cfg, dtype):
     }
 
 
+# ---- pruning --------------------------------------------------------------------------------
+
+def prune_names(cfg, net):
+    """Weight names (the plugin's, without "online.") in the prune scope, in layout order."""
+    if not float(cfg.get("prune_sparsity", 0.0)) > 0.0:
+        return []
+    names = [n for n in net.params() if n.endswith(".weight")]
+    return [n for n in names if cfg["prune_scope"] == "all" or not n.startswith("head.")]
+
+
+def prune_sparsity_at(cfg, t):
+    """The sparsity of pruning update t, or None when t is not one (the Zhu & Gupta schedule)."""
+    start, end, freq = int(cfg["prune_start"]), int(cfg["prune_end"]), int(cfg["prune_frequency"])
+    if not (start <= t <= end and (t - start) % freq == 0):
+        return None
+    r = 1.0 - (t - start) / (end - start) if end > start else 0.0
+    return float(cfg["prune_sparsity"]) * (1.0 - r * r * r)
+
+
+def torch_masks(cfg, weights, sparsity):
+    """New masks from PyTorch's own pruning functions on copies of the weights."""
+    import torch.nn.utils.prune as prune
+    holders = {}
+    for n, w in weights.items():
+        h = nn.Module()
+        h.weight = nn.Parameter(w.detach().clone())
+        holders[n] = h
+    if cfg["prune_global"]:
+        prune.global_unstructured([(h, "weight") for h in holders.values()],
+                                  pruning_method=prune.L1Unstructured, amount=sparsity)
+    else:
+        for h in holders.values():
+            prune.l1_unstructured(h, "weight", amount=sparsity)
+    return {n: h.weight_mask.detach().clone() for n, h in holders.items()}
+
+
 # ---- the float32 reference update ----------------------------------------------------------
 
 class Reference:
@@ -383,6 +430,9 @@ class Reference:
                   eps=float(cfg["adam_eps"]), weight_decay=float(cfg["weight_decay"]))
         self.opt = torch.optim.AdamW(params, **kw) if cfg["optimizer"] == "adamw" \
             else torch.optim.Adam(params, **kw)
+        self.prune = prune_names(cfg, self.online)
+        self.masks = {n: torch.from_numpy(rec[f"{state}.online.{n}_mask"].copy())
+                      for n in self.prune}
         if step > 0:  # resume the plugin's Adam moments
             for name, p in self.online.params().items():
                 self.opt.state[p] = {
@@ -404,6 +454,9 @@ class Reference:
             y, a_star = td_target(spec, qt, sel, b["rewards"], b["disc"])
         loss, qa = td_loss(spec, cfg, q, b["actions"], y, b["weights"])
         loss.backward()
+        named = self.online.params()
+        for n, m in self.masks.items():  # the gradient reaching W_orig of W_orig * mask
+            named[n].grad.mul_(m)
         params = list(self.online.params().values())
         # The norm the statistic is compared with: in float64. PyTorch's fp32 norm of a
         # million-entry gradient (the Nature CNN's) is off by ~2e-5 relative, the plugin's
@@ -418,6 +471,9 @@ class Reference:
         grads = {n: p.grad.detach().numpy().copy() for n, p in self.online.params().items()}
         self.opt.step()
         self.step += 1
+        with torch.no_grad():
+            for n, m in self.masks.items():
+                named[n].mul_(m)
         if self.step % int(cfg["target_update_interval"]) == 0:
             tau = float(cfg["tau"])
             with torch.no_grad():
@@ -430,12 +486,21 @@ class Reference:
                 ts = self.target.sn_vectors()
                 for n, u in self.online.sn_vectors().items():
                     ts[n].copy_(u)
+        sp = prune_sparsity_at(cfg, self.step) if self.masks else None
+        if sp is not None:  # after the target update: the target catches up at its next one
+            with torch.no_grad():
+                self.masks = torch_masks(cfg, {n: named[n] for n in self.prune}, sp)
+                for n, m in self.masks.items():
+                    named[n].mul_(m)
+                    st = self.opt.state[named[n]]  # a pruned weight's moments are reset
+                    st["exp_avg"].mul_(m)
+                    st["exp_avg_sq"].mul_(m)
         qa_d = qa.detach()
         td = (qa_d - y[:, None]).numpy()
         return {
             "loss": float(loss.item()), "td": td, "y": y.numpy().copy(), "grads": grads,
             # the discrete choices of the update: ReLU patterns of online(s) and a*
-            "branches": masks + [a_star],
+            "branches": masks + [a_star] + [m.clone() for m in self.masks.values()],
             "stats": {"td_abs_mean": float(np.abs(td).mean()), "q_mean": float(qa_d.mean()),
                       "grad_norm": gnorm64, "q_abs_mean": float(qa_d.abs().mean())},
         }
@@ -448,6 +513,8 @@ class Reference:
                 out[f"{net}.{n}"] = p.detach().numpy().copy()
             for n, u in m.sn_vectors().items():
                 out[f"sn.{net}.{n}"] = u.numpy().copy()
+        for n, m in self.masks.items():
+            out[f"online.{n}_mask"] = m.numpy().copy()
         for n, p in self.online.params().items():
             st = self.opt.state.get(p, {})
             if "exp_avg" in st:
@@ -523,6 +590,9 @@ def compare_update(errs, rec, k, out, ref_tensors, mode):
                 f"{n}: plugin {None if a is None else a.shape}, reference {t.shape}")))
             continue
         errs.add(GROUP_CATEGORY[g], rel_err(a, t, floor), where(n))
+        if n.endswith("_mask") and not np.array_equal(a, t):
+            errs.fails.append(("mask", float(np.sum(a != t)), where(
+                f"{n}: {int(np.sum(a != t))} entries differ from torch.nn.utils.prune's")))
 
 
 # ---- finite differences in float64 ---------------------------------------------------------
@@ -707,6 +777,10 @@ def check_dump(name, path, args):
     moved = rel_err(flat(f"s{K}"), flat("s0"))
     if not moved > 1e-2:
         fails.append(("moved", moved, f"the online parameters barely changed over {K} updates"))
+    # A pruning config must prune: its final masks hold zeros.
+    pruned = sum(int(np.sum(rec[f"s{K}.online.{n}_mask"] == 0)) for n in ref.prune)
+    if ref.prune and not pruned > 0:
+        fails.append(("pruned", 0, f"no weight was pruned over {K} updates"))
     for e in args.expect_grad_norm_above:
         cname, x = e.split("=")
         if cname == name and not gnorm_max > float(x):
@@ -717,6 +791,7 @@ def check_dump(name, path, args):
     print(f"{'PASS' if ok else 'FAIL'} {name:22s} free: {cols} | forced max "
           f"{max(forced.max.values()):.1e} | fd {fd:.1e} (ref {fd_ref:.1e}, {fd_n} entries) | "
           f"clipped {clipped}/{K}, max grad norm {gnorm_max:.3g}, moved {moved:.2f}"
+          + (f", pruned {pruned}" if ref.prune else "")
           + (f", re-based at {rebased}" if rebased else ""))
     shown = set()
     for cat, err, where in fails:  # the first failure of each kind and replay, at most 10
