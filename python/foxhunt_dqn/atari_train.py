@@ -76,10 +76,12 @@ def config_name(env_id):
 
 
 def default_config(env_id):
-    """configs/<ALE-Game-v5>.json in $FHD_CONFIG_DIR, ./configs, or the checkout's configs/."""
+    """<ALE-Game-v5>.json in $FHD_CONFIG_DIR, ./configs, the package's configs/ (a wheel's) or
+    the checkout's configs/."""
     name = config_name(env_id)
-    dirs = [os.environ.get("FHD_CONFIG_DIR"), "configs",
-            str(Path(__file__).resolve().parents[2] / "configs")]
+    here = Path(__file__).resolve().parent
+    dirs = [os.environ.get("FHD_CONFIG_DIR"), "configs", str(here / "configs"),
+            str(here.parents[1] / "configs")]
     tried = [str(Path(d) / name) for d in dirs if d]
     for t in tried:
         if os.path.isfile(t):
@@ -101,10 +103,10 @@ def build_config(args, vec_keys):
         raise ValueError(f"--config {path}: {exc}") from exc
     if not isinstance(cfg, dict):
         raise ValueError(f"--config {path}: expected a JSON object")
-    if args.resume:
+    if args.resume and args.seed is None:  # the recorded seed, unless --seed (as fhd-host)
         from .dqn import checkpoint_config
         try:
-            cfg.setdefault("seed", checkpoint_config(args.resume).get("seed", 0))
+            cfg["seed"] = checkpoint_config(args.resume).get("seed", 0)
         except (OSError, ValueError, KeyError) as exc:
             raise ValueError(f"--resume {args.resume}: not a readable checkpoint: {exc}") from exc
     cfg.update(vec_keys)

@@ -54,6 +54,21 @@ def test_protocol_table():
     assert atari.TRAIN["life_loss_info"] and not atari.EVAL["life_loss_info"]
 
 
+def test_presets_found():
+    """configs/ALE-<Game>-v5.json: found from the checkout or an installed wheel, the agent
+    of docs/design.md section 9 (the env sets the spaces)."""
+    import json
+
+    from foxhunt_dqn.atari_train import default_config
+    for game in ("Pong", "Breakout"):
+        path, tried = default_config(f"ALE/{game}-v5")
+        assert path is not None, tried
+        cfg = json.loads(open(path, encoding="utf-8").read())
+        assert cfg["torso"] == "nature" and cfg["lr"] == 1e-4 and cfg["batch_size"] == 32
+        assert cfg["train_freq"] == 4 and cfg["target_update_interval"] == 250
+        assert not {"obs_shape", "actions", "obs_dtype", "frame_stack"} & set(cfg)
+
+
 def test_stack_and_maxpool_match_ale_frames():
     """Each stack is the last 4 max-pooled frames, oldest first (zeros before the reset)."""
     import ale_py
