@@ -57,10 +57,15 @@ def make_vec(env_id, num_envs, train=True, num_threads=0, **overrides):
         from gymnasium.vector import AutoresetMode
     except ImportError as exc:
         raise ImportError(f"Atari needs ale-py (pip install ale-py): {exc}") from exc
+    from ale_py import roms
+    name = rom_name(env_id)
+    if name not in roms.get_all_rom_ids():
+        raise ValueError(f"--env {env_id}: ale-py has no ROM {name!r} (ids: ALE/<Game>-v5 with "
+                         f"the game in CamelCase, e.g. ALE/MsPacman-v5 for ms_pacman)")
     kw = dict(PROTOCOL)
     kw.update(TRAIN if train else EVAL)
     kw.update(overrides)
-    return AtariVectorEnv(rom_name(env_id), int(num_envs), num_threads=int(num_threads),
+    return AtariVectorEnv(name, int(num_envs), num_threads=int(num_threads),
                           batch_size=0, autoreset_mode=AutoresetMode.NEXT_STEP, **kw)
 
 

@@ -13,7 +13,8 @@ The progress line goes to stdout (a \\r line on a terminal). Ctrl-C saves the ch
 exits 130; --max-minutes stops on a wall budget, saves and exits 0; either continues with the
 same command and --resume DIR/checkpoint.safetensors (metrics.jsonl and episodes.csv appended).
 
-Exit status: 0, 1 (a failure while training or saving), 2 (bad arguments or config), 130.
+Exit status: 0, 1 (no library or backend, a failure while training or saving), 2 (bad
+arguments or config), 130.
 """
 
 import argparse
@@ -321,6 +322,9 @@ def main(argv=None):
     except (ImportError, ValueError, TypeError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except FoxhuntError as exc:  # no library, backend unavailable, out of memory
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     with learner:
         return _run(args, learner, cfg_path, cfg, FoxhuntError)
 
@@ -336,6 +340,8 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError):
             return 1
     state = load_state(args)
     m0 = learner.metrics()
+    if args.resume and not state["env_steps"]:  # a checkpoint without its run_state.json
+        state["env_steps"] = int(m0["env_steps"])
     out = Path(args.out or f"runs/{args.env.replace('/', '-')}-seed{seed}")
     print(f"foxhunt_dqn.train: {args.env}, config {cfg_path}, backend {m0['backend']} "
           f"({m0['device']}), seed {seed}, {n} envs", flush=True)

@@ -44,6 +44,8 @@ def test_rom_names():
     for bad in ("Pong-v5", "ALE/", "ALE/Pong-v5/x", None):
         with pytest.raises(ValueError):
             atari.rom_name(bad)
+    with pytest.raises(ValueError, match="no ROM 'nope'"):
+        atari.make_vec("ALE/Nope-v5", 1)
 
 
 def test_protocol_table():
