@@ -16,6 +16,8 @@ import time
 
 import numpy as np
 
+from .errors import NotReady
+
 # The AtariVectorEnv arguments of the protocol (training and evaluation alike).
 PROTOCOL = {
     "img_height": 84,
@@ -77,17 +79,25 @@ def learner_keys(vec):
 
 # Timing keys of AtariLoop.timing (seconds, summed over the run):
 #   env      waiting in vec.recv for the env threads (the part of env stepping not overlapped)
-#   act      Learner.step calls that did no update (act, store: the learner's per-call cost)
-#   update   Learner.step calls that did updates (act, store and the updates they ran)
-#   python   the loop's own work: clipping, masks, episode bookkeeping (overlapped with env)
-TIMING_KEYS = ("env", "act", "update", "python")
+#   act      Learner.act (overlap), or Learner.step calls that ran no update (step)
+#   store    Learner.observe (overlap; 0 in step mode)
+#   update   Learner.train (overlap: runs while the envs step; on CUDA it only enqueues), or
+#            Learner.step calls that ran updates (step: act, store and the updates)
+#   python   the loop's own work: clipping, masks, episode bookkeeping
+TIMING_KEYS = ("env", "act", "store", "update", "python")
+LOOP_MODES = ("overlap", "step")
 
 
 class AtariLoop:
     """Steps `vec` (NEXT_STEP, training protocol) with `learner`; one call of step() is one
-    vec.send / vec.recv of all N envs. The env threads run between send and recv while this
-    thread does the previous call's bookkeeping; on CUDA the learner's updates are queued
-    asynchronously and run during the env stepping of the next call.
+    vec.send / vec.recv of all N envs.
+
+    mode "overlap" (default): observe the call's transitions, act, send the actions, then run
+    the updates the learner's schedule (learning_starts, train_freq, gradient_steps) owes
+    while ale-py's threads step the envs, then recv. The updates run on this thread (CPU
+    backend) or are queued on the device (CUDA) during the env stepping; act on the next
+    call uses the weights they produced. mode "step": one Learner.step per call (store,
+    train on schedule, act), then send; updates and env stepping take turns.
 
     Per env, each call is one of:
       a game reset   (the call after a game over or truncation: obs is the reset observation)
@@ -100,10 +110,20 @@ class AtariLoop:
     episodes: list of finished games (env, env_steps, raw return, length, terminated,
     truncated), taken (and cleared) by the caller."""
 
-    def __init__(self, learner, vec):
+    def __init__(self, learner, vec, mode="overlap"):
+        if mode not in LOOP_MODES:
+            raise ValueError(f"loop mode {mode!r}; allowed: {', '.join(LOOP_MODES)}")
         self.learner = learner
         self.vec = vec
+        self.mode = mode
         self.n = int(vec.num_envs)
+        cfg = learner.config
+        self.tf, self.gs = int(cfg["train_freq"]), int(cfg["gradient_steps"])
+        self.starts, self.batch = int(cfg["learning_starts"]), int(cfg["batch_size"])
+        self.capacity = int(cfg["replay_capacity"])
+        self.stored = None     # transitions the learner holds (overlap: its schedule's count)
+        self.owed = 0          # updates due, run after the next send (overlap)
+        self.obs = None
         self.actions = None
         self.after_terminal = np.zeros(self.n, bool)   # the learner's valid is false
         self.game_reset = np.zeros(self.n, bool)       # the call is a reset, not an env step
@@ -125,18 +145,46 @@ class AtariLoop:
         self.game_reset[:] = False
         self.game_ret[:] = 0.0
         self.game_len[:] = 0
+        self.owed = 0
+        self.obs = obs
         t0 = time.perf_counter()
-        self.actions = self.learner.step(obs)   # first call: act only
+        if self.mode == "step":
+            self.actions = self.learner.step(obs)   # first call: act only
+            self.step_calls["act"] += 1
+        else:
+            self.stored = int(self.learner.metrics()["env_steps"])  # a resumed learner's too
+            self.actions = self.learner.act(obs, explore=True)
         self.timing["act"] += time.perf_counter() - t0
-        self.step_calls["act"] += 1
+
+    def flush(self):
+        """Run the updates still owed (overlap), e.g. before a checkpoint: the learner then
+        holds what it would hold at the same point of an uninterrupted run."""
+        if self.owed:
+            t0 = time.perf_counter()
+            try:
+                self.updates = int(self.learner.train(self.owed)["update_index"])
+            except NotReady:
+                pass
+            self.owed = 0
+            self.timing["update"] += time.perf_counter() - t0
+
+    def _schedule(self, before, after):
+        """Updates the learner's schedule owes for stored transitions before -> after."""
+        rounds = after // self.tf - before // self.tf
+        if after >= self.starts and rounds > 0 and min(after, self.capacity) >= self.batch:
+            return rounds * self.gs
+        return 0
 
     def step(self):
         """One call of all N envs; returns the number of real env steps it took."""
+        tm = self.timing
         t0 = time.perf_counter()
         self.vec.send(self.actions[:, 0])
         t1 = time.perf_counter()
-        obs, rew, term, trunc, info = self.vec.recv()
+        self.flush()
         t2 = time.perf_counter()
+        obs, rew, term, trunc, info = self.vec.recv()
+        t3 = time.perf_counter()
         real = ~self.game_reset
         valid = ~self.after_terminal
         lives = np.asarray(info["lives"], np.int64)
@@ -147,15 +195,26 @@ class AtariLoop:
         life_loss = term & real & (lives < self.lives) & (lives > 0)
         game_over = ((term & ~life_loss) | trunc) & real
         clipped = np.clip(rew, -REWARD_CLIP, REWARD_CLIP).astype(np.float32)
-        t3 = time.perf_counter()
-        stats = self.learner._step_stats
-        self.actions = self.learner.step(obs, clipped, term, trunc, valid=valid)
         t4 = time.perf_counter()
-        kind = "update" if stats.updates_done else "act"
-        if stats.updates_done:
-            self.updates = int(stats.update_index)
-        self.timing[kind] += t4 - t3
-        self.step_calls[kind] += 1
+        if self.mode == "step":
+            stats = self.learner._step_stats
+            self.actions = self.learner.step(obs, clipped, term, trunc, valid=valid)
+            t5 = t6 = time.perf_counter()
+            kind = "update" if stats.updates_done else "act"
+            if stats.updates_done:
+                self.updates = int(stats.update_index)
+            tm[kind] += t6 - t4
+            self.step_calls[kind] += 1
+        else:
+            self.learner.observe(self.obs, self.actions, clipped, obs, term, trunc, valid=valid)
+            t5 = time.perf_counter()
+            before, self.stored = self.stored, self.stored + int(valid.sum())
+            self.owed = self._schedule(before, self.stored)
+            self.actions = self.learner.act(obs, explore=True)
+            t6 = time.perf_counter()
+            tm["store"] += t5 - t4
+            tm["act"] += t6 - t5
+        self.obs = obs
         k = int(real.sum())
         self.env_steps += k
         self.game_ret += np.where(real, rew, 0.0)
@@ -170,9 +229,9 @@ class AtariLoop:
         self.after_terminal = (term | trunc) & real
         self.game_reset = game_over
         self.lives = lives
-        t5 = time.perf_counter()
-        self.timing["env"] += t2 - t1
-        self.timing["python"] += (t1 - t0) + (t3 - t2) + (t5 - t4)
+        t7 = time.perf_counter()
+        tm["env"] += t3 - t2
+        tm["python"] += (t1 - t0) + (t4 - t3) + (t7 - t6)
         return k
 
 

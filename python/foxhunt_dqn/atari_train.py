@@ -46,6 +46,9 @@ def parse_args(argv):
                    help="train until N env (agent) steps in all, resumed steps included")
     p.add_argument("--envs", type=int, help="envs stepped together (overrides num_envs)")
     p.add_argument("--threads", type=int, default=0, help="ale-py env threads (0: automatic)")
+    p.add_argument("--loop", choices=atari.LOOP_MODES, default="overlap",
+                   help="overlap: updates run while the envs step (observe, act, send, train); "
+                        "step: one Learner.step per call, then the envs (docs/design.md 9)")
     p.add_argument("--seed", type=int, help="learner and env seed (default: the config's)")
     p.add_argument("--out", help="output directory (default: runs/ALE-<Game>-v5-seedS)")
     p.add_argument("--resume", metavar="CHECKPOINT", help="continue from this checkpoint")
@@ -262,6 +265,7 @@ class Run:
         return m
 
     def save(self):
+        self.loop.flush()
         self.learner.save(self.ckpt, include_replay=True)
         tmp = self.ckpt.parent / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(self.counters()), encoding="utf-8")
@@ -350,7 +354,7 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError):
         print(f"resumed from {args.resume} at {start} env steps", flush=True)
     log = RunLog(out, args.env, args.steps, int(state["episode"]), bool(args.resume), args.quiet)
     vec = atari.make_vec(args.env, n, train=True, num_threads=args.threads)
-    loop = atari.AtariLoop(learner, vec)
+    loop = atari.AtariLoop(learner, vec, mode=args.loop)
     # resumed runs see fresh games, not a replay of the first ones (as fhd-host train)
     env_seed = (seed ^ (start * 0x9E3779B97F4A7C15)) % (2 ** 31) if start else seed % (2 ** 31)
     run = Run(args, learner, loop, log, out / "checkpoint.safetensors", state)

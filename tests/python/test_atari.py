@@ -144,29 +144,54 @@ class _Stats:
 
 
 class RecordingLearner:
-    """Stands in for Learner.step: random actions, every call's inputs kept."""
+    """Stands in for the Learner in both loop modes: random actions, the transitions' rewards,
+    flags and valid masks kept (from step or observe), train calls counted."""
+
+    config = {"train_freq": 4, "gradient_steps": 1, "learning_starts": 8, "batch_size": 4,
+              "replay_capacity": 1000}
 
     def __init__(self, n, k, seed=0):
         self.n, self.k = n, k
         self.rng = np.random.default_rng(seed)
         self._step_stats = _Stats()
         self.calls = []
+        self.trained = 0
+
+    def _actions(self, obs):
+        assert obs.dtype == np.uint8 and obs.shape == (self.n, 4, 84, 84)
+        return self.rng.integers(0, self.k, (self.n, 1)).astype(np.int32)
 
     def step(self, obs, rewards=None, terminated=None, truncated=None, valid=None):
-        assert obs.dtype == np.uint8 and obs.shape == (self.n, 4, 84, 84)
         if rewards is not None:
             self.calls.append((np.array(rewards), np.array(terminated), np.array(truncated),
                                np.array(valid)))
-        return self.rng.integers(0, self.k, (self.n, 1)).astype(np.int32)
+        return self._actions(obs)
+
+    def observe(self, obs, actions, rewards, next_obs, terminated, truncated, valid=None):
+        assert actions.shape == (self.n, 1) and next_obs.shape == obs.shape
+        self.calls.append((np.array(rewards), np.array(terminated), np.array(truncated),
+                           np.array(valid)))
+
+    def act(self, obs, explore=True):
+        assert explore
+        return self._actions(obs)
+
+    def train(self, n):
+        self.trained += n
+        return {"update_index": self.trained}
+
+    def metrics(self):
+        return {"env_steps": 0}
 
 
-def test_life_loss_terminals_and_raw_game_returns():
+@pytest.mark.parametrize("mode", atari.LOOP_MODES)
+def test_life_loss_terminals_and_raw_game_returns(mode):
     """Breakout, random play: every life loss is a terminal to the learner, the game goes on;
     a game (5 lives) ends only at game over, with its raw return and length."""
     n = 4
     vec = RecordingVec(atari.make_vec("ALE/Breakout-v5", n, num_threads=1))
     learner = RecordingLearner(n, int(vec.vec.single_action_space.n))
-    loop = atari.AtariLoop(learner, vec)
+    loop = atari.AtariLoop(learner, vec, mode=mode)
     try:
         loop.reset(seed=5)
         while loop.games < 6:
@@ -200,6 +225,15 @@ def test_life_loss_terminals_and_raw_game_returns():
             assert length == end + 1 - start
             start = end + 2  # the call after a game over is its reset
     assert loop.life_losses >= 4 * loop.games
+    if mode == "overlap":  # the learner's schedule: train_freq 4, learning_starts 8
+        loop.flush()
+        due, before = 0, 0
+        for v in valid:
+            after = before + int(v.sum())
+            if after >= 8:
+                due += after // 4 - before // 4
+            before = after
+        assert learner.trained == due > 0
 
 
 class FakeVec:
@@ -225,12 +259,13 @@ class FakeVec:
                 {"lives": np.array([lives])})
 
 
-def test_clipped_rewards_to_learner_raw_to_games():
+@pytest.mark.parametrize("mode", atari.LOOP_MODES)
+def test_clipped_rewards_to_learner_raw_to_games(mode):
     script = [(4.0, False, 3), (-3.0, False, 3), (0.5, True, 2),   # a life lost
               (2.0, False, 2), (7.0, True, 0),                    # the game over
               (9.0, False, 3), (1.0, False, 3)]                   # its reset, the next game
     learner = RecordingLearner(1, 4)
-    loop = atari.AtariLoop(learner, FakeVec(script))
+    loop = atari.AtariLoop(learner, FakeVec(script), mode=mode)
     loop.reset(seed=0)
     for _ in script:
         loop.step()

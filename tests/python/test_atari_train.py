@@ -25,7 +25,8 @@ SMALL = {  # the preset's agent (configs/ALE-Pong-v5.json) with a small replay a
     "train_freq": 16, "target_update_interval": 20, "epsilon_decay_steps": 1200,
     "epsilon_end": 0.01, "num_envs": 8, "seed": 3, "backend": "cpu",
 }
-TIMING = ("atari_time_env", "atari_time_act", "atari_time_update", "atari_time_python")
+TIMING = ("atari_time_env", "atari_time_act", "atari_time_store", "atari_time_update",
+          "atari_time_python")
 # metrics that two runs of the same steps must agree on (no clocks)
 SAME = ("env_steps", "updates", "episodes", "replay_size", "epsilon", "loss", "q_mean",
         "grad_norm", "atari_env_steps", "atari_games", "atari_life_losses")
@@ -92,7 +93,7 @@ def test_ctrl_c_saves_and_exits_130(library, config, tmp_path):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "foxhunt_dqn.train", "--env", "ALE/Pong-v5", "--library",
            str(library.path), "--config", str(config), "--steps", "1000000", "--log-every",
-           "200", "--eval-episodes", "0", "--quiet", "--out", str(out)]
+           "200", "--eval-episodes", "0", "--quiet", "--out", str(out), "--loop", "step"]
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         t0 = time.monotonic()
