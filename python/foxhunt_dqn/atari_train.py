@@ -370,6 +370,7 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError):
         why = run.train(stop)
         run.drain_games()
         log.end_line()
+        loop.flush()  # the updates owed for the last call, before the last line and the save
         if run.logged_at != run.total_steps():
             log.interval(run.metrics())
         run.save()
