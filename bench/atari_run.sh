@@ -11,7 +11,7 @@
 # while that machine is held). LOG_DIR (e.g. $OUT) gets copies of the small files after each
 # piece: metrics.jsonl, episodes.csv, run_state.json, eval.json, learning_curve.png, piece logs.
 # Environment (defaults): ENV (ALE/Pong-v5), SEED (0), STEPS (10000000), ENVS (16),
-# BACKEND (cuda), PIECE_MINUTES (8: leaves time for start, save and evaluation),
+# BACKEND (cuda), PIECE_MINUTES (7.5: leaves time for start, loading and saving a 1M replay, evaluation),
 # CKPT_EVERY (0: the checkpoint at the end of each piece only), EVAL_EPISODES (10),
 # CONFIG (configs/ALE-<Game>-v5.json), PYTHON (python3).
 # On the GPU machine, with .device/ (tools/device_bundle.sh) and .whl/ (ale-py, gymnasium,
@@ -48,7 +48,7 @@ fi
 
 mkdir -p "$run_dir"
 args=(--env "$ENV_ID" --backend "${BACKEND:-cuda}" --seed "${SEED:-0}" --steps "${STEPS:-10000000}"
-      --envs "${ENVS:-16}" --out "$run_dir" --max-minutes "${PIECE_MINUTES:-8}"
+      --envs "${ENVS:-16}" --out "$run_dir" --max-minutes "${PIECE_MINUTES:-7.5}"
       --checkpoint-every "${CKPT_EVERY:-0}" --eval-episodes "${EVAL_EPISODES:-10}" --quiet)
 [ -n "${CONFIG:-}" ] && args+=(--config "$CONFIG")
 [ -f "$run_dir/checkpoint.safetensors" ] && args+=(--resume "$run_dir/checkpoint.safetensors")
