@@ -11,7 +11,8 @@
 # while that machine is held). LOG_DIR (e.g. $OUT) gets copies of the small files after each
 # piece: metrics.jsonl, episodes.csv, run_state.json, eval.json, learning_curve.png, piece logs.
 # Environment (defaults): ENV (ALE/Pong-v5), SEED (0), STEPS (10000000), ENVS (16),
-# BACKEND (cuda), PIECE_MINUTES (7.5: leaves time for start, loading and saving a 1M replay, evaluation),
+# BACKEND (cuda), PIECE_MINUTES (7.5: leaves time for the start, loading and saving a 1M
+# replay, and the evaluation),
 # CKPT_EVERY (0: the checkpoint at the end of each piece only), EVAL_EPISODES (10),
 # CONFIG (configs/ALE-<Game>-v5.json), PYTHON (python3).
 # On the GPU machine, with .device/ (tools/device_bundle.sh) and .whl/ (ale-py, gymnasium,
@@ -20,7 +21,7 @@
 # Exit status: 0 when a piece ended normally (or the run is complete), else train's status.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-[ $# -ge 1 ] || { sed -n '2,22p' "$0"; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
 run_dir=$1; shift
 log_dir=""
 if [ $# -ge 1 ] && [ "$1" != "--" ]; then log_dir=$1; shift; fi
@@ -61,7 +62,8 @@ rc=${PIPESTATUS[0]}
 echo "piece $piece: exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$log"
 if [ -n "$log_dir" ]; then
   mkdir -p "$log_dir"
-  for f in metrics.jsonl episodes.csv run_state.json eval.json learning_curve.png "$run_dir"/piece-*.log; do
+  for f in metrics.jsonl episodes.csv run_state.json eval.json learning_curve.png \
+           "$run_dir"/piece-*.log; do
     f=$(basename "$f"); [ -f "$run_dir/$f" ] && cp "$run_dir/$f" "$log_dir/"
   done
 fi
