@@ -15,8 +15,10 @@
 # replay, and the evaluation),
 # CKPT_EVERY (0: the checkpoint at the end of each piece only), EVAL_EPISODES (10),
 # CONFIG (configs/ALE-<Game>-v5.json), PYTHON (python3).
-# On the GPU machine, with .device/ (tools/device_bundle.sh) and .whl/ (ale-py, gymnasium,
-# farama-notifications wheels for its python, see docs/design.md section 9) carried:
+# On the GPU machine, with .device/ (tools/device_bundle.sh) and .whl/ carried (its image
+# lacks ale-py and gymnasium; fetch them here for its python 3.12:
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 -d .whl ale-py gymnasium farama-notifications):
 #   bench/atari_run.sh runs/pong-s0 $OUT            # repeat until it prints "run complete"
 # Exit status: 0 when a piece ended normally (or the run is complete), else train's status.
 set -uo pipefail
