@@ -76,13 +76,13 @@ class Replay:
         self.rng = rng
 
     def add(self, obs, act, rew, nxt, term):
-        for i in range(len(act)):
-            p = self.pos
-            self.obs[p] = obs[i]
-            self.nxt[p] = nxt[i, 3]
-            self.act[p], self.rew[p], self.term[p] = act[i], rew[i], term[i]
-            self.pos = (p + 1) % self.cap
-            self.size = min(self.size + 1, self.cap)
+        m = len(act)
+        idx = (self.pos + np.arange(m)) % self.cap
+        self.obs[idx] = obs
+        self.nxt[idx] = nxt[:, 3]
+        self.act[idx], self.rew[idx], self.term[idx] = act, rew, term
+        self.pos = (self.pos + m) % self.cap
+        self.size = min(self.size + m, self.cap)
 
     def sample(self, b, device):
         idx = self.rng.integers(0, self.size, b)
