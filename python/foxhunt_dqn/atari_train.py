@@ -222,6 +222,7 @@ class Run:
         self.t_start = time.monotonic()
         self.rate_mark = (self.t_start, loop.env_steps)
         self.logged_at = None
+        self.save_seconds = 0.0
 
     def total_steps(self):
         return self.state["env_steps"] + self.loop.env_steps
@@ -266,7 +267,9 @@ class Run:
 
     def save(self):
         self.loop.flush()
+        t0 = time.monotonic()
         self.learner.save(self.ckpt, include_replay=True)
+        self.save_seconds = time.monotonic() - t0
         tmp = self.ckpt.parent / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(self.counters()), encoding="utf-8")
         os.replace(tmp, self.ckpt.parent / STATE_FILE)
@@ -368,6 +371,7 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError):
     try:
         loop.reset(env_seed)
         why = run.train(stop)
+        train_end = time.monotonic()
         run.drain_games()
         log.end_line()
         loop.flush()  # the updates owed for the last call, before the last line and the save
@@ -384,10 +388,10 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError):
         log.close()
     c = run.counters()
     this = c["env_steps"] - start
-    wall = time.monotonic() - run.t_start
+    wall = train_end - run.t_start  # training only: saving a large replay takes a while
     print(f"trained {c['env_steps']} env steps ({this} in this run), {loop.updates} updates "
           f"in {wall:.2f} s ({this / max(wall, 1e-9):.0f} env steps/s); checkpoint "
-          f"{run.ckpt}", flush=True)
+          f"{run.ckpt} (saved in {run.save_seconds:.1f} s)", flush=True)
     if why != "done":
         print(f"{'interrupted' if why == 'interrupted' else 'wall budget reached'} at "
               f"{c['env_steps']} env steps; continue with the same command and --resume "
