@@ -32,12 +32,15 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 # PyPI packages for the python binding's tests and the environment trajectories, installed
-# into the default python3 (the one on PATH).
+# into the default python3 (the one on PATH); ale-py (its wheels ship the Atari ROMs) for the
+# Atari host and its tests.
 PY=${PYTHON:-python3}
-if ! $PY -c "import numpy, gymnasium, pytest, safetensors" 2>/dev/null; then
+if ! $PY -c "import numpy, gymnasium, pytest, safetensors, ale_py" 2>/dev/null; then
   echo "setup: installing Python packages for $PY"
-  $PY -m pip install -q --disable-pip-version-check numpy gymnasium pytest safetensors ||
-    $PY -m pip install -q --disable-pip-version-check --break-system-packages numpy gymnasium pytest safetensors
+  PYPKGS="numpy gymnasium pytest safetensors ale-py"
+  # shellcheck disable=SC2086
+  $PY -m pip install -q --disable-pip-version-check $PYPKGS ||
+    $PY -m pip install -q --disable-pip-version-check --break-system-packages $PYPKGS
 fi
 # The Debian python (torch for the parity and checkpoint tests) also reads safetensors files.
 if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then

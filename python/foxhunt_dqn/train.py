@@ -1,5 +1,8 @@
 """Command line trainer: python -m foxhunt_dqn.train --env CartPole-v1 [options].
 
+An ALE id (--env ALE/Pong-v5) runs the Atari trainer instead (foxhunt_dqn.atari_train: its
+own options and run directory, see --env ALE/Pong-v5 --help).
+
 Trains on a Gymnasium environment (Box observations; Discrete or MultiDiscrete actions),
 shows progress on stderr (a bar on a terminal, plain lines otherwise), optionally saves a
 checkpoint, evaluates greedily and prints, on stdout:
@@ -41,7 +44,22 @@ def _parse_args(argv):
     return args
 
 
+def _env_arg(argv):
+    """The --env value of argv (None when absent), to pick the Atari trainer before parsing."""
+    for i, a in enumerate(argv):
+        if a == "--env" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--env="):
+            return a[len("--env="):]
+    return None
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    env = _env_arg(argv)
+    if env is not None and env.startswith("ALE/"):
+        from .atari_train import main as atari_main  # ale-py's AtariVectorEnv (atari.py)
+        return atari_main(argv)
     args = _parse_args(argv)
     try:
         from . import gym as fgym
