@@ -47,12 +47,20 @@ typedef struct fhd__backend_scalars {
     uint64_t replay_pos;     /* next ring slot to write */
     uint64_t replay_size;    /* filled slots, <= capacity */
     uint64_t max_priority_q; /* running max of quantised priorities (new transitions get it) */
+    uint64_t skipped;        /* updates the training guard skipped; the replay-sampling counter
+                              * (and beta's) is updates + skipped, so a skipped update's batch is
+                              * not drawn again (docs/design.md section 4, the training guard) */
 } fhd__backend_scalars;
 
 /* Latest completed update's statistics (on CUDA: the latest snapshot copied back). */
 typedef struct fhd__update_stats {
     uint64_t update_index;   /* the update these values belong to (0: none yet) */
     float loss, td_abs_mean, q_mean, grad_norm, beta;
+    /* the training guard: updates skipped so far, and the latest skipped one (0: none): its
+     * number (updates + skipped when it ran, 1-based), loss and gradient norm (NaN: the loss
+     * failed, so the gradient was not computed) */
+    uint64_t skipped, skip_update;
+    float skip_loss, skip_grad_norm;
 } fhd__update_stats;
 
 /* Replay and auxiliary state kinds for read/write (checkpoints, tests). Element types:

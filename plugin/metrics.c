@@ -53,6 +53,11 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     SET("q_mean", real_or_null(us.q_mean));
     SET("grad_norm", real_or_null(us.grad_norm));
     SET("diverged_updates", json_integer((json_int_t)L->diverged_updates));
+    /* the training guard: its count, and the latest skipped update (0 and nulls: none) */
+    SET("skipped_updates", json_integer((json_int_t)us.skipped));
+    SET("skip_last_update", json_integer((json_int_t)us.skip_update));
+    SET("skip_last_loss", us.skip_update ? real_or_null(us.skip_loss) : json_null());
+    SET("skip_last_grad_norm", us.skip_update ? real_or_null(us.skip_grad_norm) : json_null());
     SET("beta", real_or_null(L->cfg.replay == FHD_REPLAY_PRIORITIZED ? us.beta : 0.0));
     SET("updates_per_second",
         real_or_null(L->train_seconds > 0 ? (double)L->timed_updates / L->train_seconds : 0.0));

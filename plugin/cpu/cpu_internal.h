@@ -26,6 +26,7 @@ struct fhd__backend {
     float sigma_conv[FHD_MAX_CONV_LAYERS];
     int eval_sn_fresh; /* online W_sn matches the current W and u, v for act */
     uint64_t updates;
+    uint64_t skipped; /* updates the training guard skipped (sampling counter: updates + skipped) */
 
     /* update scratch, B = batch_size rows */
     uint32_t B;
@@ -102,7 +103,9 @@ void fhd__cpu_sn_prepare(fhd__backend *b, int train, int nets);
 void fhd__cpu_net_forward(fhd__backend *b, int net, const void *rows, uint32_t n, float *q,
                           int keep);
 /* One update on a batch (docs/design.md section 4); stats may be NULL. FHD_OK, or
- * FHD_ERR_DIVERGED (message in b->err) with nothing applied. */
+ * FHD_ERR_DIVERGED (message in b->err) with nothing applied, or with a guard (config `guard`)
+ * FHD__CPU_SKIPPED: the guard skipped it, nothing applied but the skip counters. */
+#define FHD__CPU_SKIPPED 1
 int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st,
                         float beta);
 
