@@ -48,7 +48,9 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         p->dz_t[l] = p->tf32_bwd && l >= 1 && l < lo->L && B % 4 == 0;
     p->pair_fwd0 = lo->L >= 1 && !has_sn && rows_on * n0 * m0 <= FHD_SPLIT_MAX_MNK;
-    p->sample_ahead = !has_sn || p->hdw_side;
+    /* the guard with PER commits the tree after the optimiser: the next batch follows it */
+    p->sample_ahead =
+        (!has_sn || p->hdw_side) && !(cfg->guard.on && cfg->replay == FHD_REPLAY_PRIORITIZED);
     p->side_sample = has_sn;
     p->fork_sn1 = has_sn && p->sample_ahead;
     p->head_narrow_on = fhd__cuda_head_narrow(lo, rows_on);
