@@ -61,6 +61,14 @@ typedef struct fhd__update_stats {
      * failed, so the gradient was not computed) */
     uint64_t skipped, skip_update;
     float skip_loss, skip_grad_norm;
+    /* config detailed_metrics, of the same update as loss (docs/design.md section 4, Metrics):
+     * q_delta (NaN without double DQN), the gradient norm of each layer before clipping (conv
+     * layers, torso layers, head: W and b together; n_layers of them), and per branch d the
+     * norm of the head's weight rows of its actions (before the update) and of their gradient */
+    float q_delta;
+    uint32_t n_layers;
+    float layer_grad_norm[FHD_MAX_CONV_LAYERS + FHD_MAX_HIDDEN_LAYERS + 1];
+    float head_weight_norm[FHD_MAX_BRANCHES], head_grad_norm[FHD_MAX_BRANCHES];
 } fhd__update_stats;
 
 /* Replay and auxiliary state kinds for read/write (checkpoints, tests). Element types:

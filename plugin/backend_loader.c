@@ -61,9 +61,16 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
     return ops;
 }
 
-/* What of the config the CUDA module cannot run yet (pixels are CPU-only for now), or NULL.
- * Decided here, before the module is loaded or asked. */
-static const char *cuda_unsupported(const fhd__config *c, const char **path) {
+/* What of the config the CUDA module cannot run yet (pixels and detailed_metrics are CPU-only
+ * for now), or NULL; *kind names the group for the message. Decided here, before the module is
+ * loaded or asked. */
+static const char *cuda_unsupported(const fhd__config *c, const char **path, const char **kind) {
+    *kind = "pixels (ABI 1.1)";
+    if (c->detailed_metrics) {
+        *path = "$.detailed_metrics";
+        *kind = "detailed_metrics";
+        return "detailed_metrics (per-layer and per-branch norms, q_delta)";
+    }
     if (c->num_conv > 0) {
         *path = "$.conv";
         return "convolutional torsos (conv, torso \"nature\")";
@@ -81,18 +88,18 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
 
 int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
     char why[512] = {0};
-    const char *path = "";
-    const char *pixels = cuda_unsupported(&L->cfg, &path);
+    const char *path = "", *kind = "";
+    const char *pixels = cuda_unsupported(&L->cfg, &path, &kind);
     if (pixels && L->cfg.backend == FHD_BACKEND_CUDA) {
         fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, path,
-                       "%s: backend \"cuda\" does not support %s yet: pixels (ABI 1.1) run on "
+                       "%s: backend \"cuda\" does not support %s yet: %s run on "
                        "the cpu backend only for now; allowed: backend \"cpu\" or \"auto\"",
-                       path, pixels);
+                       path, pixels, kind);
         return FHD_ERR_BACKEND_UNAVAILABLE;
     }
     if (pixels && L->cfg.backend == FHD_BACKEND_AUTO) {
         snprintf(L->fallback_reason, sizeof L->fallback_reason,
-                 "the cuda backend does not support %s yet (pixels are cpu-only for now)", pixels);
+                 "the cuda backend does not support %s yet (%s: cpu-only for now)", pixels, kind);
         L->ops = &fhd__cpu_backend_ops;
         L->cfg.matmul_precision = FHD_PREC_FP32;
         return FHD_OK;

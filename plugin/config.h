@@ -81,6 +81,7 @@ typedef struct fhd__config {
     uint64_t target_update_interval; /* updates between target updates */
     double tau;                      /* 1 = hard copy, < 1 = Polyak */
     fhd__guard_spec guard;           /* training guard: skip updates out of bounds */
+    int detailed_metrics;            /* per-layer and per-branch norms, q_delta (metrics) */
 
     /* schedule */
     uint32_t batch_size;

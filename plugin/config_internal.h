@@ -66,6 +66,7 @@ typedef enum {
     S(target_update_interval, ST_U64)                                                              \
     S(tau, ST_DOUBLE)                                                                              \
     S(guard, ST_GUARD)                                                                             \
+    S(detailed_metrics, ST_BOOL)                                                                   \
     S(batch_size, ST_U32)                                                                          \
     S(learning_starts, ST_U64)                                                                     \
     S(train_freq, ST_U32)                                                                          \

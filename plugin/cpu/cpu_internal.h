@@ -3,6 +3,7 @@
  *   cpu_net.c      the network: spectral norm, forwards, the update (docs/design.md section 4)
  *   cpu_ops.c      linear layers, heads, loss, clipping, Adam (cpu_ops.h)
  *   cpu_conv.c     convolutions: im2col + sgemm (cpu_ops.h)
+ *   cpu_metrics.c  config detailed_metrics
  */
 #ifndef FHD_CPU_INTERNAL_H
 #define FHD_CPU_INTERNAL_H
@@ -72,8 +73,14 @@ struct fhd__backend {
     uint64_t fc[3];           /* frames added, transitions added (T), first live (lo) */
 
     fhd__update_stats last;
+    fhd__update_stats pend; /* detailed_metrics of the update in progress */
     char err[512];
 };
+
+/* cpu_metrics.c: config detailed_metrics of an update into m (grad before clipping, sel:
+ * online(s') Q values (B, KT) with double DQN, else NULL; the target's in b->qt). */
+void fhd__cpu_detailed_metrics(fhd__backend *b, const float *grad, const float *sel, uint32_t B,
+                               fhd__update_stats *m);
 
 /* cpu_replay_frames.c */
 /* Allocate the frame ring (ok is cleared on failure). */

@@ -271,6 +271,8 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     }
     if (lo->NC)
         conv_backward(b, grad, rows, B);
+    if (c->detailed_metrics) /* before clipping and the update */
+        fhd__cpu_detailed_metrics(b, grad, c->double_dqn ? sel : NULL, B, &b->pend);
     gnorm = fhd__clip_grad_norm(grad, b->P, (float)c->max_grad_norm);
     /* Adam squares the applied gradient: its norm squared must stay a float */
     const float applied =
@@ -302,6 +304,14 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     b->last.q_mean = q_mean;
     b->last.grad_norm = gnorm;
     b->last.beta = beta;
+    if (c->detailed_metrics) {
+        b->last.q_delta = b->pend.q_delta;
+        b->last.n_layers = b->pend.n_layers;
+        memcpy(b->last.layer_grad_norm, b->pend.layer_grad_norm, sizeof b->last.layer_grad_norm);
+        memcpy(b->last.head_weight_norm, b->pend.head_weight_norm,
+               sizeof b->last.head_weight_norm);
+        memcpy(b->last.head_grad_norm, b->pend.head_grad_norm, sizeof b->last.head_grad_norm);
+    }
     if (st) {
         st->updates_done++;
         st->update_index = b->updates;
