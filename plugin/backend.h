@@ -66,6 +66,7 @@ typedef struct fhd__update_stats {
      * layers, torso layers, head: W and b together; n_layers of them), and per branch d the
      * norm of the head's weight rows of its actions (before the update) and of their gradient */
     float q_delta;
+    float entropy; /* the diversity term's mean entropy (config diversity_coef > 0) */
     uint32_t n_layers;
     float layer_grad_norm[FHD_MAX_CONV_LAYERS + FHD_MAX_HIDDEN_LAYERS + 1];
     float head_weight_norm[FHD_MAX_BRANCHES], head_grad_norm[FHD_MAX_BRANCHES];

@@ -66,6 +66,11 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
  * loaded or asked. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path, const char **kind) {
     *kind = "pixels (ABI 1.1)";
+    if (c->diversity_coef > 0) {
+        *path = "$.diversity_coef";
+        *kind = "the diversity term";
+        return "the action-diversity term (diversity_coef > 0)";
+    }
     if (c->detailed_metrics) {
         *path = "$.detailed_metrics";
         *kind = "detailed_metrics";

@@ -82,6 +82,8 @@ typedef struct fhd__config {
     double tau;                      /* 1 = hard copy, < 1 = Polyak */
     fhd__guard_spec guard;           /* training guard: skip updates out of bounds */
     int detailed_metrics;            /* per-layer and per-branch norms, q_delta (metrics) */
+    double diversity_coef;           /* the loss gains -coef * mean entropy of softmax(Q_d / T) */
+    double diversity_temperature;    /* T */
 
     /* schedule */
     uint32_t batch_size;

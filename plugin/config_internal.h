@@ -67,6 +67,8 @@ typedef enum {
     S(tau, ST_DOUBLE)                                                                              \
     S(guard, ST_GUARD)                                                                             \
     S(detailed_metrics, ST_BOOL)                                                                   \
+    S(diversity_coef, ST_DOUBLE)                                                                   \
+    S(diversity_temperature, ST_DOUBLE)                                                            \
     S(batch_size, ST_U32)                                                                          \
     S(learning_starts, ST_U64)                                                                     \
     S(train_freq, ST_U32)                                                                          \

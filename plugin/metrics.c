@@ -71,6 +71,8 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     SET("skip_last_loss", us.skip_update ? real_or_null(us.skip_loss) : json_null());
     SET("skip_last_grad_norm", us.skip_update ? real_or_null(us.skip_grad_norm) : json_null());
     SET("beta", real_or_null(L->cfg.replay == FHD_REPLAY_PRIORITIZED ? us.beta : 0.0));
+    if (L->cfg.diversity_coef > 0) /* the diversity term's mean entropy, of stats_update */
+        SET("diversity_entropy", us.update_index > 0 ? real_or_null(us.entropy) : json_null());
     if (L->cfg.detailed_metrics) { /* of update stats_update; empty and null before one */
         const int any = us.update_index > 0;
         SET("q_delta", any ? real_or_null(us.q_delta) : json_null());

@@ -4,6 +4,7 @@
  *   cpu_ops.c      linear layers, heads, loss, clipping, Adam (cpu_ops.h)
  *   cpu_conv.c     convolutions: im2col + sgemm (cpu_ops.h)
  *   cpu_metrics.c  config detailed_metrics
+ *   cpu_diversity.c  the action-diversity term of the loss
  */
 #ifndef FHD_CPU_INTERNAL_H
 #define FHD_CPU_INTERNAL_H
@@ -81,6 +82,11 @@ struct fhd__backend {
  * online(s') Q values (B, KT) with double DQN, else NULL; the target's in b->qt). */
 void fhd__cpu_detailed_metrics(fhd__backend *b, const float *grad, const float *sel, uint32_t B,
                                fhd__update_stats *m);
+
+/* cpu_diversity.c: the action-diversity term's gradient into dq (B, KT) from Q (B, KT);
+ * returns the mean entropy over batch and branches (the loss gains -coef times it). */
+float fhd__diversity_term(float *dq, const float *q, const fhd__layout *lo, uint32_t B,
+                          float coef, float temp);
 
 /* cpu_replay_frames.c */
 /* Allocate the frame ring (ok is cleared on failure). */

@@ -247,6 +247,11 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     float td_abs, q_mean;
     float loss = fhd__td_loss(b->dq, b->td, b->q, hb->actions, b->y, hb->weights, lo, B, &lp,
                               &td_abs, &q_mean);
+    if (c->diversity_coef > 0) { /* the action-diversity term (cpu_diversity.c) */
+        b->pend.entropy = fhd__diversity_term(b->dq, b->q, lo, B, (float)c->diversity_coef,
+                                              (float)c->diversity_temperature);
+        loss = (float)((double)loss - c->diversity_coef * (double)b->pend.entropy);
+    }
     float gnorm = NAN;
     const fhd__guard_spec *gd = &c->guard;
     if (!isfinite(loss)) /* a finite loss over the guard's bound still gets its norm (as CUDA) */
@@ -304,6 +309,7 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     b->last.q_mean = q_mean;
     b->last.grad_norm = gnorm;
     b->last.beta = beta;
+    b->last.entropy = b->pend.entropy;
     if (c->detailed_metrics) {
         b->last.q_delta = b->pend.q_delta;
         b->last.n_layers = b->pend.n_layers;

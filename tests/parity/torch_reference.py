@@ -23,6 +23,8 @@ float32, with PyTorch building blocks:
             online net (double DQN) or of the target net.
   loss      (1/B) sum_i w_i (1/D) sum_d huber_delta | mse (Q_d(s_i, a_id) - y_i)
             + cql_alpha (1/B) sum_i (1/D) sum_d [logsumexp_a Q_d(s_i, a) - Q_d(s_i, a_id)]
+            - diversity_coef (1/B) sum_i (1/D) sum_d H(softmax(Q_d(s_i, .) / T)); its mean
+            entropy is compared with the plugin's metric diversity_entropy
   update    torch.nn.utils.clip_grad_norm_ (when max_grad_norm > 0), torch.optim.Adam / AdamW,
             updates += 1, every target_update_interval updates
             target <- tau * online + (1 - tau) * target and target u, v <- online u, v.
@@ -350,6 +352,14 @@ def td_loss(spec, cfg, q, actions, y, w):
         lse = torch.stack([torch.logsumexp(q[:, o:o + k], dim=1)
                            for o, k in zip(spec.offs, spec.K)], dim=1)  # (B, D)
         loss = loss + alpha * (lse - qa).mean()
+    coef = float(cfg.get("diversity_coef", 0.0))
+    if coef > 0.0:  # - coef * mean_{i,d} H(softmax(Q_d(s_i, .) / T))
+        temp = float(cfg.get("diversity_temperature", 1.0))
+        ent = torch.stack([-(F.softmax(q[:, o:o + k] / temp, dim=1) *
+                             F.log_softmax(q[:, o:o + k] / temp, dim=1)).sum(dim=1)
+                           for o, k in zip(spec.offs, spec.K)], dim=1)  # (B, D)
+        loss = loss - coef * ent.mean()
+        td_loss.entropy = float(ent.detach().double().mean())
     return loss, qa
 
 
@@ -411,6 +421,7 @@ class Reference:
         loss, qa = td_loss(spec, cfg, q, b["actions"], y, b["weights"])
         loss.backward()
         detail = self.detailed(qt, sel, a_star) if cfg.get("detailed_metrics") else None
+        entropy = td_loss.entropy if float(cfg.get("diversity_coef", 0.0)) > 0.0 else None
         params = list(self.online.params().values())
         # The norm the statistic is compared with: in float64. PyTorch's fp32 norm of a
         # million-entry gradient (the Nature CNN's) is off by ~2e-5 relative, the plugin's
@@ -445,7 +456,7 @@ class Reference:
             "branches": masks + [a_star],
             "stats": {"td_abs_mean": float(np.abs(td).mean()), "q_mean": float(qa_d.mean()),
                       "grad_norm": gnorm64, "q_abs_mean": float(qa_d.abs().mean())},
-            "detail": detail,
+            "detail": detail, "entropy": entropy,
         }
 
     def detailed(self, qt, sel, a_star):
@@ -530,6 +541,11 @@ def compare_update(errs, rec, k, out, ref_tensors, mode):
     errs.add("stats", abs(st[2] - s["q_mean"]) / max(s["q_abs_mean"], TINY), where("q_mean"))
     errs.add("stats", abs(st[3] - s["grad_norm"]) / max(s["grad_norm"], TINY),
              where("grad_norm"))
+    if out.get("entropy") is not None:  # the diversity term's mean entropy
+        m = json.loads(bytes(rec[f"u{k}.metrics"]).decode())
+        e = m.get("diversity_entropy")
+        errs.add("stats", abs(e - out["entropy"]) / max(abs(out["entropy"]), TINY)
+                 if isinstance(e, float) else float("inf"), where("diversity_entropy"))
     if out.get("detail") is not None:  # detailed_metrics against the plugin's metrics JSON
         m = json.loads(bytes(rec[f"u{k}.metrics"]).decode())
         d = out["detail"]
