@@ -8,11 +8,17 @@
  *      (uniform, PER, spectral norm, the two-kernel optimiser forced): CPU and CUDA skip the
  *      same updates (the skip count after every train(1), and at the end of one train(n)), the
  *      PER priorities are identical, and the parameters agree within the parity tolerance.
- *   3. graph nodes: with a guard and uniform replay every capture has exactly as many nodes as
+ *   3. resume: a CPU learner's checkpoint (with the replay) after skips loads into a CUDA learner
+ *      with the same skip count, and both then skip the same updates; a CUDA learner's
+ *      checkpoint loads into a fresh CUDA learner that continues bit for bit (counters,
+ *      parameters) as the original.
+ *   4. graph nodes: with a guard and uniform replay every capture has exactly as many nodes as
  *      without one; with PER exactly one more (the priority commit) in the SINGLE capture, whose
  *      last kernel then is the commit; no synchronisation across 2,000 guarded updates.
  */
 #include "cuda_test.h"
+
+#include <unistd.h>
 
 #define BASE                                                                                       \
     "\"obs_dim\": 8, \"actions\": [4, 3], \"hidden\": [32, 32], \"dueling\": true, "              \
@@ -196,6 +202,61 @@ static void test_train(const char *name, const char *extra, uint64_t opt_two) {
     fhd__learner_destroy(Lg);
 }
 
+static void test_resume(void) {
+    const char *extra = ", \"replay\": \"prioritized\", \"guard\": {}";
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/fhd_guard_%d.safetensors", (int)getpid());
+    fhd_learner *Lc = ct_create(cfg_of(0, "cpu", extra), NULL);
+    fhd_learner *both1[1] = {Lc};
+    feed_bad(both1, 1);
+    ct_check(fhd__learner_train(Lc, 30, NULL) == FHD_OK, "cpu train");
+    ct_check(fhd__checkpoint_save(Lc, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "cpu save: %s",
+             Lc->err);
+    fhd_learner *Lg = ct_create_cuda(cfg_of(1, "cuda", extra));
+    ct_check(fhd__checkpoint_load(Lg, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "cuda load: %s",
+             Lg->err);
+    fhd__update_stats sc = stats_of(Lc), sg = stats_of(Lg);
+    fhd__backend_scalars bc, bg;
+    Lc->ops->get_scalars(Lc->be, &bc);
+    Lg->ops->get_scalars(Lg->be, &bg);
+    ct_check(sc.skipped > 0 && bg.skipped == bc.skipped && bg.updates == bc.updates,
+             "resumed on cuda: skipped %llu updates %llu (cpu %llu, %llu)",
+             (unsigned long long)bg.skipped, (unsigned long long)bg.updates,
+             (unsigned long long)bc.skipped, (unsigned long long)bc.updates);
+    (void)sg;
+    ct_check(fhd__learner_train(Lc, 20, NULL) == FHD_OK && fhd__learner_train(Lg, 20, NULL) == FHD_OK,
+             "train on");
+    sc = stats_of(Lc);
+    sg = stats_of(Lg);
+    ct_check(sc.skipped == sg.skipped && sc.update_index == sg.update_index,
+             "after resume: skipped %llu vs cpu %llu", (unsigned long long)sg.skipped,
+             (unsigned long long)sc.skipped);
+    /* cuda -> cuda: bit for bit */
+    ct_check(fhd__checkpoint_save(Lg, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "cuda save: %s",
+             Lg->err);
+    fhd_learner *Lr = ct_create_cuda(cfg_of(1, "cuda", extra));
+    ct_check(fhd__checkpoint_load(Lr, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "cuda reload: %s",
+             Lr->err);
+    ct_check(fhd__learner_train(Lg, 25, NULL) == FHD_OK && fhd__learner_train(Lr, 25, NULL) == FHD_OK,
+             "train both");
+    const uint64_t P = Lc->lo.num_params;
+    float *pa = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P), *pb = ct_read_floats(Lr, FHD_STATE_PARAMS, 2 * P);
+    fhd__backend_scalars sa, sb;
+    Lg->ops->get_scalars(Lg->be, &sa);
+    Lr->ops->get_scalars(Lr->be, &sb);
+    ct_check(memcmp(pa, pb, sizeof(float) * 2 * P) == 0 && sa.skipped == sb.skipped &&
+                 sa.updates == sb.updates,
+             "cuda resume bit for bit: skipped %llu/%llu updates %llu/%llu",
+             (unsigned long long)sa.skipped, (unsigned long long)sb.skipped,
+             (unsigned long long)sa.updates, (unsigned long long)sb.updates);
+    free(pa);
+    free(pb);
+    unlink(path);
+    fhd__learner_destroy(Lc);
+    fhd__learner_destroy(Lg);
+    fhd__learner_destroy(Lr);
+}
+
 static size_t graph_nodes(fhd_learner *L, int v, int *last_is_commit) {
     cudaGraph_t g = NULL;
     ct_read(L, FHD_CUDA_STATE_GRAPH, (uint64_t)v, 1, &g);
@@ -269,6 +330,7 @@ int main(void) {
                0);
     test_train("uniform-opt-two", ", \"guard\": {\"max_loss\": 1e25}", 8);
     test_train("per-opt-two", ", \"replay\": \"prioritized\", \"guard\": {}", 8);
+    test_resume();
     test_nodes("uniform", "", 0);
     test_nodes("uniform-sn", ", \"spectral_norm\": \"all\"", 0);
     test_nodes("per", ", \"replay\": \"prioritized\"", 1);
