@@ -19,8 +19,7 @@ FHD_HOSTDEV int fhd__guard_loss_ok(float loss, float max_loss) {
 
 /* The whole rule. clip: the clipping's max_grad_norm (0: no clipping); max_loss, max_norm: the
  * guard's bounds (0: none). */
-FHD_HOSTDEV int fhd__guard_ok(float loss, float norm, float clip, float max_loss,
-                               float max_norm) {
+FHD_HOSTDEV int fhd__guard_ok(float loss, float norm, float clip, float max_loss, float max_norm) {
     const float applied = clip > 0.0f && norm > clip ? clip : norm;
     const float sq = applied * applied;
     return fhd__guard_loss_ok(loss, max_loss) && norm - norm == 0.0f && sq - sq == 0.0f &&

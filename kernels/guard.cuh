@@ -16,8 +16,8 @@
 
 /* 1: skip this update. By one thread, after the norm (the loss is a kernel older). */
 static __device__ __forceinline__ int32_t fhd_guard_skip(const fhd__opt_args &a, float norm) {
-    return a.guard && !fhd__guard_ok(a.st->pend_loss, norm, a.max_norm, a.guard_max_loss,
-                                     a.guard_max_norm);
+    return a.guard &&
+           !fhd__guard_ok(a.st->pend_loss, norm, a.max_norm, a.guard_max_loss, a.guard_max_norm);
 }
 
 /* The record after the decision, by one thread once every block has read the counter: t =

@@ -26,7 +26,8 @@ int fhd__cfg_load_guard(const json_t *entry, fhd__cfg_key_schema *ks, char *msg,
         memset(r, 0, sizeof *r);
         if (!ft || strcmp(ft, "number") != 0 || !json_is_number(json_object_get(fe, "minimum")) ||
             !json_is_number(json_object_get(fe, "maximum"))) {
-            snprintf(msg, cap, "properties.%s needs a number with bounds", fhd__cfg_guard_fields[f]);
+            snprintf(msg, cap, "properties.%s needs a number with bounds",
+                     fhd__cfg_guard_fields[f]);
             return -1;
         }
         r->has_min = r->has_max = 1;
@@ -53,8 +54,8 @@ void fhd__cfg_describe_guard(const fhd__cfg_key_schema *ks, char *buf, size_t ca
                    r0, r1);
 }
 
-int32_t fhd__cfg_store_guard(const fhd__cfg_schema *s, size_t i, const json_t *v,
-                             fhd__config *cfg, fhd_error *err) {
+int32_t fhd__cfg_store_guard(const fhd__cfg_schema *s, size_t i, const json_t *v, fhd__config *cfg,
+                             fhd_error *err) {
     const fhd__cfg_key_schema *ks = &s->keys[i];
     fhd__guard_spec g = {0, 0.0, 0.0};
     char allowed[FHD_ERROR_MESSAGE_MAX / 2];
@@ -93,8 +94,8 @@ int32_t fhd__cfg_store_guard(const fhd__cfg_schema *s, size_t i, const json_t *v
 }
 
 int fhd__cfg_guard_equal(const fhd__guard_spec *a, const fhd__guard_spec *b) {
-    return a->on == b->on && (!a->on || (a->max_grad_norm == b->max_grad_norm &&
-                                         a->max_loss == b->max_loss));
+    return a->on == b->on &&
+           (!a->on || (a->max_grad_norm == b->max_grad_norm && a->max_loss == b->max_loss));
 }
 
 void fhd__cfg_guard_json(const fhd__guard_spec *g, char *buf, size_t cap) {

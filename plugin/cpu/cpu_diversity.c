@@ -7,8 +7,8 @@
 
 #include "cpu_internal.h"
 
-float fhd__diversity_term(float *dq, const float *q, const fhd__layout *lo, uint32_t B,
-                          float coef, float temp) {
+float fhd__diversity_term(float *dq, const float *q, const fhd__layout *lo, uint32_t B, float coef,
+                          float temp) {
     const uint32_t D = lo->D, KT = lo->KT;
     const double inv_t = 1.0 / (double)temp;
     const double g = (double)coef / ((double)B * D * temp);

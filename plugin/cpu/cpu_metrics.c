@@ -13,8 +13,8 @@ static float norm2(const float *x, uint64_t n) {
     return (float)sqrt(s);
 }
 
-void fhd__cpu_detailed_metrics(fhd__backend *b, const float *grad, const float *sel,
-                               uint32_t B, fhd__update_stats *m) {
+void fhd__cpu_detailed_metrics(fhd__backend *b, const float *grad, const float *sel, uint32_t B,
+                               fhd__update_stats *m) {
     const fhd__layout *lo = &b->lo;
     uint32_t n = 0;
     for (uint32_t c = 0; c < lo->NC; c++) { /* W and b of each layer: one norm */

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #define BASE                                                                                       \
-    "\"obs_dim\": 8, \"actions\": [4, 3], \"hidden\": [32, 32], \"dueling\": true, "              \
+    "\"obs_dim\": 8, \"actions\": [4, 3], \"hidden\": [32, 32], \"dueling\": true, "               \
     "\"double_dqn\": true, \"batch_size\": 32, \"replay_capacity\": 256, \"num_envs\": 2, "        \
     "\"learning_starts\": 0, \"loss\": \"mse\", \"seed\": 11, \"max_grad_norm\": 10"
 
@@ -87,7 +87,8 @@ static void test_batch(void) {
                  "%s: a sane batch applied", k ? "cuda" : "cpu");
     }
     float *p0 = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P);
-    float *m0 = ct_read_floats(Lg, FHD_STATE_ADAM_M, P), *v0 = ct_read_floats(Lg, FHD_STATE_ADAM_V, P);
+    float *m0 = ct_read_floats(Lg, FHD_STATE_ADAM_M, P),
+          *v0 = ct_read_floats(Lg, FHD_STATE_ADAM_V, P);
     const float rets[2] = {1e30f, 1e12f}; /* loss +Inf; a finite loss over 1e20 */
     for (int r = 0; r < 2; r++) {
         for (int k = 0; k < 2; k++) {
@@ -98,7 +99,8 @@ static void test_batch(void) {
                      (double)rets[r], rc, st.updates_done, st.updates_skipped);
         }
         ct_check(same_kind(Lg, FHD_STATE_PARAMS, 2 * P, p0) &&
-                     same_kind(Lg, FHD_STATE_ADAM_M, P, m0) && same_kind(Lg, FHD_STATE_ADAM_V, P, v0),
+                     same_kind(Lg, FHD_STATE_ADAM_M, P, m0) &&
+                     same_kind(Lg, FHD_STATE_ADAM_V, P, v0),
                  "cuda, return %g: parameters, target or Adam moments changed", (double)rets[r]);
         fhd__update_stats sc = stats_of(Lc), sg = stats_of(Lg);
         ct_check(sc.skipped == sg.skipped && sg.skipped == (uint64_t)r + 1 &&
@@ -158,7 +160,8 @@ static void test_train(const char *name, const char *extra, uint64_t opt_two) {
     const uint64_t P = Lc->lo.num_params, N = 256;
     int agree = 1;
     for (int k = 0; k < 30; k++) {
-        ct_check(fhd__learner_train(Lc, 1, NULL) == FHD_OK && fhd__learner_train(Lg, 1, NULL) == FHD_OK,
+        ct_check(fhd__learner_train(Lc, 1, NULL) == FHD_OK &&
+                     fhd__learner_train(Lg, 1, NULL) == FHD_OK,
                  "%s: train", name);
         fhd__update_stats sc = stats_of(Lc), sg = stats_of(Lg);
         agree &= sc.skipped == sg.skipped && sc.update_index == sg.update_index;
@@ -176,7 +179,8 @@ static void test_train(const char *name, const char *extra, uint64_t opt_two) {
              "%s: train(40): skipped %llu vs cpu %llu, updates %llu vs %llu", name,
              (unsigned long long)sg.skipped, (unsigned long long)sc.skipped,
              (unsigned long long)sg.update_index, (unsigned long long)sc.update_index);
-    float *pc = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P), *pg = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P);
+    float *pc = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P),
+          *pg = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P);
     double mx = 0, e = ct_relerr(pg, pc, 2 * P, &mx);
     ct_check(e < 1e-4, "%s: parameters rel err %.2e (max abs %.2e)", name, e, mx);
     free(pc);
@@ -224,7 +228,8 @@ static void test_resume(void) {
              (unsigned long long)bg.skipped, (unsigned long long)bg.updates,
              (unsigned long long)bc.skipped, (unsigned long long)bc.updates);
     (void)sg;
-    ct_check(fhd__learner_train(Lc, 20, NULL) == FHD_OK && fhd__learner_train(Lg, 20, NULL) == FHD_OK,
+    ct_check(fhd__learner_train(Lc, 20, NULL) == FHD_OK &&
+                 fhd__learner_train(Lg, 20, NULL) == FHD_OK,
              "train on");
     sc = stats_of(Lc);
     sg = stats_of(Lg);
@@ -237,10 +242,12 @@ static void test_resume(void) {
     fhd_learner *Lr = ct_create_cuda(cfg_of(1, "cuda", extra));
     ct_check(fhd__checkpoint_load(Lr, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "cuda reload: %s",
              Lr->err);
-    ct_check(fhd__learner_train(Lg, 25, NULL) == FHD_OK && fhd__learner_train(Lr, 25, NULL) == FHD_OK,
+    ct_check(fhd__learner_train(Lg, 25, NULL) == FHD_OK &&
+                 fhd__learner_train(Lr, 25, NULL) == FHD_OK,
              "train both");
     const uint64_t P = Lc->lo.num_params;
-    float *pa = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P), *pb = ct_read_floats(Lr, FHD_STATE_PARAMS, 2 * P);
+    float *pa = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P),
+          *pb = ct_read_floats(Lr, FHD_STATE_PARAMS, 2 * P);
     fhd__backend_scalars sa, sb;
     Lg->ops->get_scalars(Lg->be, &sa);
     Lr->ops->get_scalars(Lr->be, &sb);
@@ -293,11 +300,11 @@ static void test_nodes(const char *name, const char *extra, int per) {
     fhd_learner *A = ct_create_cuda(cfg_of(0, "cuda", extra));
     fhd_learner *G = ct_create_cuda(cfg_of(1, "cuda", with));
     for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
+        if (per && v != FHD_CUDA_GRAPH_SINGLE)
+            continue; /* the guard with PER samples inside its update: SINGLE only */
         const size_t na = graph_nodes(A, v, NULL);
         int commit = 0;
         const size_t ng = graph_nodes(G, v, &commit);
-        if (per && v != FHD_CUDA_GRAPH_SINGLE)
-            continue; /* the guard with PER samples inside its update: SINGLE only */
         if (!per) {
             ct_check(na > 0 && ng == na, "%s capture %d: %zu nodes with a guard, %zu without", name,
                      v, ng, na);

@@ -31,7 +31,7 @@ static char dir[512], path[700];
 #define GD_B 4
 #define GD_CONFIG(extra)                                                                           \
     "{\"obs_dim\": 3, \"actions\": [2, 3], \"hidden\": [8], \"num_envs\": 2, "                     \
-    "\"replay_capacity\": 16, \"batch_size\": 4, \"seed\": 5, \"spectral_norm\": \"all\", "       \
+    "\"replay_capacity\": 16, \"batch_size\": 4, \"seed\": 5, \"spectral_norm\": \"all\", "        \
     "\"learning_starts\": 4, \"train_freq\": 2" extra "}"
 
 /* Every named tensor (grad.* included), but the power iteration's vectors (sn.*) when !with_sn:
@@ -119,7 +119,8 @@ static void expect_skip(fhd_learner *L, float ret1, const char *what, double ski
 
 static void fill(fhd_learner *L, float big) {
     for (int s = 0; s < 8; s++) {
-        float obs[REL_E * REL_S], next[REL_E * REL_S], rew[REL_E] = {0.5f, s % 4 == 1 ? big : -0.25f};
+        float obs[REL_E * REL_S], next[REL_E * REL_S],
+            rew[REL_E] = {0.5f, s % 4 == 1 ? big : -0.25f};
         for (int i = 0; i < REL_E * REL_S; i++) {
             obs[i] = 0.1f * (float)((s + i) % 5) - 0.2f;
             next[i] = 0.07f * (float)((s * 3 + i) % 4) - 0.1f;
@@ -133,7 +134,8 @@ static void fill(fhd_learner *L, float big) {
 
 static void test_batches(void) {
     fhd_learner *L = fhd_test_create(
-        api, GD_CONFIG(", \"loss\": \"mse\", \"guard\": {\"max_loss\": 100, \"max_grad_norm\": 1e4}"));
+        api,
+        GD_CONFIG(", \"loss\": \"mse\", \"guard\": {\"max_loss\": 100, \"max_grad_norm\": 1e4}"));
     CHECK(batch(L, 1.0f, NULL) == FHD_OK, "a sane batch: %s", api->last_error(L));
     expect_skip(L, 1e30f, "MSE of a 1e30 return (loss inf)", 1);
     char t[64];
@@ -223,7 +225,8 @@ static void test_resume(void) {
     fill(L, 1e30f);
     fhd_train_stats st = FHD_TRAIN_STATS_INIT;
     CHECK(api->train(L, 12, &st) == FHD_OK, "train: %s", api->last_error(L));
-    CHECK(st.updates_done > 0 && st.updates_skipped > 0 && st.updates_done + st.updates_skipped == 12,
+    CHECK(st.updates_done > 0 && st.updates_skipped > 0 &&
+              st.updates_done + st.updates_skipped == 12,
           "a mix of applied and skipped updates: done %u skipped %u", st.updates_done,
           st.updates_skipped);
     CHECK(metric(L, "skipped_updates") == st.updates_skipped &&
@@ -262,8 +265,7 @@ static void test_resume(void) {
         ran += ss.updates_done + ss.updates_skipped;
         CHECK(ss.updates_skipped <= ss.updates_done + ss.updates_skipped, "step stats");
     }
-    CHECK(ran == 8 && metric(L, "skipped_updates") + metric(L, "updates") ==
-                          (double)(12 + 10 + 8),
+    CHECK(ran == 8 && metric(L, "skipped_updates") + metric(L, "updates") == (double)(12 + 10 + 8),
           "step ran %u updates; skipped %g + updates %g", ran, metric(L, "skipped_updates"),
           metric(L, "updates"));
     api->destroy(R);
