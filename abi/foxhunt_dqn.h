@@ -265,7 +265,8 @@ typedef struct fhd_batch {
     const uint8_t *terminated;  /* (B) 0/1 */
     const float *discounts;     /* optional (B): bootstrap discount gamma^m; NULL means gamma */
     const float *weights;       /* optional (B): importance weights; NULL means 1 */
-    float *td_errors;           /* optional out (B, D): Q_d(s, a_d) - y before the update */
+    float *td_errors;           /* optional out (B, D): Q_d(s, a_d) - y before the update
+                                 * (also of an update the training guard skipped) */
     float *targets;             /* optional out (B): y */
     /* minor 1 */
     const uint8_t *obs_u8;      /* (B, S) uint8 (obs_dtype "uint8"; then obs is NULL) */

@@ -333,7 +333,12 @@ refuse:
     if (lo->sn_size && !gd->on)
         memcpy(b->sn, b->sn_prev, sizeof(float) * lo->sn_size);
     b->eval_sn_fresh = 0;
-    if (gd->on)
+    if (gd->on) { /* the TD errors and targets it computed still go out, as on CUDA */
+        if (hb->td)
+            memcpy(hb->td, b->td, sizeof(float) * B * lo->D);
+        if (hb->y)
+            memcpy(hb->y, b->y, sizeof(float) * B);
         return skipped(b, st, loss, gnorm);
+    }
     return diverged(b, hb, loss, gnorm);
 }

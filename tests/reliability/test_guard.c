@@ -6,7 +6,8 @@
  *      updates_done 0, updates_skipped 1, every tensor (params, grad, Adam, sn) and the update
  *      count unchanged; metrics skipped_updates counts them and skip_last_* hold the offending
  *      values (null for the +Inf loss and its non-finite norm); a sane batch then trains. The
- *      power iteration's u, v (spectral norm) keep their step.
+ *      power iteration's u, v (spectral norm) keep their step; the skipped update's TD errors
+ *      still reach the caller.
  *      A caller's fhd_train_stats of the 1.1 size (FHD_TRAIN_STATS_SIZE_V1_1) is written only
  *      up to it.
  *   2. train(): every update skipped (a bound below any norm) leaves parameters, Adam state,
@@ -77,6 +78,8 @@ static double metric(fhd_learner *L, const char *key) {
     return t[0] && strcmp(t, "null") != 0 ? atof(t) : NAN;
 }
 
+static float td_out[GD_B * REL_D], y_out[GD_B]; /* batch()'s TD errors and targets */
+
 static int32_t batch(fhd_learner *L, float ret1, fhd_train_stats *st) {
     float obs[GD_B * REL_S], next[GD_B * REL_S], rew[GD_B];
     int32_t act[GD_B * REL_D];
@@ -98,6 +101,10 @@ static int32_t batch(fhd_learner *L, float ret1, fhd_train_stats *st) {
     b.rewards = rew;
     b.next_obs = next;
     b.terminated = term;
+    b.td_errors = td_out;
+    b.targets = y_out;
+    for (int i = 0; i < GD_B * REL_D; i++)
+        td_out[i] = -777.0f;
     return api->train_batch(L, &b, st);
 }
 
@@ -158,6 +165,8 @@ static void test_batches(void) {
     expect_skip(L, 1.0f, "a norm over max_grad_norm 1e-20", 1);
     CHECK(metric(L, "skip_last_grad_norm") > 1e-20 && metric(L, "skip_last_loss") > 0,
           "skip_last_grad_norm %g", metric(L, "skip_last_grad_norm"));
+    CHECK(td_out[0] != -777.0f && isfinite(td_out[0]),
+          "a skipped train_batch still returns its TD errors (%g)", (double)td_out[0]);
     /* a 1.1 host's smaller stats struct: nothing written past it */
     fhd_train_stats old = FHD_TRAIN_STATS_INIT;
     old.struct_size = FHD_TRAIN_STATS_SIZE_V1_1;
