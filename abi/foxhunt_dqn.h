@@ -212,8 +212,14 @@ typedef struct fhd_train_stats {
     float td_abs_mean;       /* mean over batch and branches of |Q_d(s,a_d) - y| */
     float q_mean;            /* mean of Q_d(s, a_d) over batch and branches */
     float grad_norm;         /* global L2 norm of the gradient before clipping */
+    /* appended after minor 1 (read through struct_size: a host whose struct_size stops before
+     * it does not get it; a library that predates it leaves it as the host set it, and refuses
+     * the config key `guard`, so a learner with a guard always writes it) */
+    uint32_t updates_skipped; /* updates the training guard skipped in this call (config
+                               * `guard`: nothing of them was applied); updates_done +
+                               * updates_skipped = the updates the call ran */
 } fhd_train_stats;
-#define FHD_TRAIN_STATS_INIT {sizeof(fhd_train_stats), 0, 0, 0.f, 0.f, 0.f, 0.f}
+#define FHD_TRAIN_STATS_INIT {sizeof(fhd_train_stats), 0, 0, 0.f, 0.f, 0.f, 0.f, 0}
 
 /* step: the whole agent loop for N environments in one call. The learner remembers the
  * observations and actions of the previous step call. On the first call (or after a call with
@@ -259,7 +265,8 @@ typedef struct fhd_batch {
     const uint8_t *terminated;  /* (B) 0/1 */
     const float *discounts;     /* optional (B): bootstrap discount gamma^m; NULL means gamma */
     const float *weights;       /* optional (B): importance weights; NULL means 1 */
-    float *td_errors;           /* optional out (B, D): Q_d(s, a_d) - y before the update */
+    float *td_errors;           /* optional out (B, D): Q_d(s, a_d) - y before the update
+                                 * (also of an update the training guard skipped) */
     float *targets;             /* optional out (B): y */
     /* minor 1 */
     const uint8_t *obs_u8;      /* (B, S) uint8 (obs_dtype "uint8"; then obs is NULL) */
@@ -430,12 +437,19 @@ FHD__STATIC_ASSERT(offsetof(fhd_batch, obs_u8) == 80, "fhd_batch minor 1 layout"
 FHD__STATIC_ASSERT(sizeof(fhd_batch) == 96, "fhd_batch minor 1 size");
 FHD__STATIC_ASSERT(sizeof(fhd_obs_info) == 40, "fhd_obs_info minor 1 size");
 
+/* Appended after minor 1: fhd_train_stats.updates_skipped (the training guard). */
+FHD__STATIC_ASSERT(offsetof(fhd_train_stats, updates_skipped) == 32,
+                   "fhd_train_stats updates_skipped layout");
+FHD__STATIC_ASSERT(sizeof(fhd_train_stats) == 40, "fhd_train_stats size");
+
 /* Sizes of the minor-0 argument structs: the smallest struct_size the library accepts. */
 #define FHD_ACT_ARGS_SIZE_V1_0 40u
 #define FHD_TRANSITIONS_SIZE_V1_0 56u
 #define FHD_STEP_ARGS_SIZE_V1_0 64u
 #define FHD_BATCH_SIZE_V1_0 80u
 #define FHD_API_V1_SIZE_MINOR_0 152u
+/* fhd_train_stats up to grad_norm (minor 0 and 1), still accepted */
+#define FHD_TRAIN_STATS_SIZE_V1_1 32u
 
 #ifdef __cplusplus
 }

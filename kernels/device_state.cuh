@@ -1,6 +1,6 @@
 /* device_state.cuh - the small device-resident state the kernels share (host-includable).
  *
- * One 64-byte struct lives in device memory. The training kernels read the update counter from
+ * One 128-byte struct lives in device memory. The training kernels read the update counter from
  * it (sampling counter, beta annealing, Adam step, target-update interval: all decided on the
  * device, so a captured graph replays unchanged), and write their statistics into it. After each
  * train() call the whole struct is copied asynchronously into a pinned snapshot buffer.
@@ -19,14 +19,34 @@ typedef struct fhd__dev_scalars {
     uint64_t stats_update; /* the update the statistics below belong to (0: none yet) */
     float loss, td_abs_mean, q_mean, grad_norm, beta;
     float reserved;
-    uint64_t sample_ahead; /* updates + 1, written by the priority update (before the optimiser
-                            * raises the counter): the counter of a batch sampled ahead, for the
-                            * next update, beside the optimiser */
+    uint64_t sample_ahead; /* updates + skipped + 1, written by the priority update (before the
+                            * optimiser raises a counter): the sampling counter of a batch sampled
+                            * ahead, for the next update, beside the optimiser */
+    /* the training guard (config `guard`, common/guard.h, docs/design.md section 4) */
+    uint64_t skipped;      /* updates skipped: the sampling counter (and beta's) is updates +
+                            * skipped; +1 by the optimiser (where it raises updates otherwise) */
+    uint64_t skip_update;  /* the latest skipped update's number (updates + skipped then), 0: none */
+    float skip_loss, skip_grad_norm; /* its loss and gradient norm */
+    /* with a guard the priority update leaves this update's loss statistics here, and the
+     * optimiser moves them into loss, td_abs_mean, q_mean, beta when it applies the update */
+    float pend_loss, pend_td_abs_mean, pend_q_mean, pend_beta;
+    float reserved2[6];
 } fhd__dev_scalars;
 
 #ifdef __cplusplus
-static_assert(sizeof(fhd__dev_scalars) == 64, "fhd__dev_scalars is one 64-byte record");
+static_assert(sizeof(fhd__dev_scalars) == 128, "fhd__dev_scalars is one 128-byte record");
 #endif
+
+/* The sampling counter of the update the record is at (the RNG event of its batch, and beta's
+ * annealing step): every update run, applied or skipped by the guard. */
+#if defined(__CUDACC__)
+__host__ __device__ __forceinline__
+#else
+static inline
+#endif
+uint64_t fhd__dev_sample_counter(const fhd__dev_scalars *s) {
+    return s->updates + s->skipped;
+}
 
 /* Beta of update u (PER importance-sampling exponent annealed linearly to 1), computed in double
  * exactly as the CPU reference: beta0 + (1 - beta0) * min(1, u / steps), then rounded to float.

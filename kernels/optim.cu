@@ -6,6 +6,7 @@
 #include <cooperative_groups.h>
 
 #include "common.cuh"
+#include "guard.cuh"
 #include "optim.cuh"
 
 #define OPT_THREADS 256
@@ -201,6 +202,7 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
         ci->norm = norm;
         ci->coef = coef;
         ci->clip = clip;
+        ci->skip = fhd_guard_skip(a, norm);
     }
     __syncthreads();
 }
@@ -216,8 +218,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
     if (threadIdx.x == 0)
         fhd_adam_scalars(a.lr, a.beta1, a.beta2, a.st->updates + 1, &sc[0], &sc[1]);
     finish_norm<true>(a, a.clip, sc[0], sc[1]); /* its barriers publish sc */
-    if (threadIdx.x == 0)
-        a.st->grad_norm = a.clip->norm;
+    /* the norm reaches the record with the guard's decision, by the Adam kernel's last block */
 }
 
 /* What Adam takes from the norm pass and the configuration, for one segment. */
@@ -422,11 +423,11 @@ __global__ void __launch_bounds__(OPT_THREADS)
     fhd_adam_step_kernel(const __grid_constant__ fhd__opt_args a) {
     const uint64_t t = a.st->updates + 1;
     const bool due = (t % a.target_interval) == 0;
-    adam_block<true, PER>(a, blockIdx.x, t, due, *a.clip);
-    if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0) {
-        a.st->updates = t; /* every block has read the counter */
-        a.st->stats_update = t;
-    }
+    const int32_t skip = a.clip->skip; /* the guard: nothing applied */
+    if (!skip)
+        adam_block<true, PER>(a, blockIdx.x, t, due, *a.clip);
+    if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0)
+        fhd_guard_publish(a, skip, a.clip->norm, t); /* every block has read the counter */
 }
 
 /* After the fused pass's barrier, by block 0: the coefficients for the snapshots and the
@@ -439,15 +440,14 @@ static __device__ __forceinline__ void publish(const fhd__opt_args &a, const fhd
         g->norm = ci.norm;
         g->coef = ci.coef;
         g->clip = ci.clip;
+        g->skip = ci.skip; /* the priority commit after this kernel reads it */
         for (uint32_t l = 0; l < a.nsn; l++) {
             g->sn_c[l] = ci.sn_c[l];
             g->sn_inv[l] = ci.sn_inv[l];
         }
         g->step = ci.step;
         g->bc2_sqrt = ci.bc2_sqrt;
-        a.st->grad_norm = ci.norm;
-        a.st->updates = t;
-        a.st->stats_update = t;
+        fhd_guard_publish(a, ci.skip, ci.norm, t);
     }
 }
 
@@ -473,6 +473,8 @@ __global__ void __launch_bounds__(OPT_THREADS)
     cooperative_groups::this_grid().sync();
     finish_norm<SN>(a, &ci, pre_step, pre_bc2);
     publish(a, ci, t);
+    if (ci.skip) /* the guard: parameters, moments, target and SN copy unchanged */
+        return;
     for (uint32_t blk = blockIdx.x; blk < a.nblocks + a.sn_blocks; blk += gridDim.x)
         adam_block<SN, PER>(a, blk, t, due, ci);
 }
@@ -502,6 +504,8 @@ __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the 
     cooperative_groups::this_grid().sync();
     finish_norm<SN>(a, &ci, pre_step, pre_bc2);
     publish(a, ci, t);
+    if (ci.skip) /* the guard: parameters, moments, target and SN copy unchanged */
+        return;
     if (si < 0) {
         if (blk >= a.nblocks && due)
             sn_copy_block(a, blk);

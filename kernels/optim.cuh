@@ -69,7 +69,7 @@ typedef struct fhd__clip_info {
     float norm;             /* global norm of the (SN-corrected) gradient */
     float coef;             /* clip coefficient (1 when not clipping) */
     int32_t clip;           /* 1 when coef < 1 */
-    int32_t pad;
+    int32_t skip;           /* 1: the training guard skips this update (kernels/guard.cuh) */
     float sn_c[FHD_OPT_MAX_SN];   /* c of each SN layer */
     float sn_inv[FHD_OPT_MAX_SN]; /* 1 / sigma of each SN layer */
     float step;                   /* lr / (1 - beta1^t), Adam step t = updates + 1 */
@@ -102,6 +102,9 @@ typedef struct fhd__opt_args {
     int decoupled;
     uint64_t target_interval;
     float tau;
+    /* the training guard (kernels/guard.cuh): on, and its bounds (0: none) */
+    int guard;
+    float guard_max_loss, guard_max_norm;
 } fhd__opt_args;
 
 /* Fill block0 / nblocks of the segments (blocks of 256 x per weights, per 8, 4 or 2), the grids

@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
         /* the total and the first step's nodes go out with the counter's load */
         const uint64_t total = a.prioritized ? a.nodes[1] : 0;
         const uint64_t c0 = a.prioritized ? first_step_node(a.nodes, a.leaves, lane) : 0;
-        const uint64_t u = a.ahead ? a.st->sample_ahead : a.st->updates;
+        const uint64_t u = a.ahead ? a.st->sample_ahead : fhd__dev_sample_counter(a.st);
         const uint64_t r = fhd__rng_u64(a.seed, FHD_RNG_STREAM_SAMPLE, u, j);
         uint64_t s;
         if (a.prioritized) {

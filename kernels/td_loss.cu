@@ -399,7 +399,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     if (w_warp) {
         const uint32_t lane = threadIdx.x & 31;
         const uint64_t rq = lane < nrows ? a.q_samp[r0 + lane] : 1;
-        const uint64_t upd = a.st->updates;
+        const uint64_t upd = fhd__dev_sample_counter(a.st); /* beta: the sampling counter */
         unsigned long long m = ~0ull;
         for (uint32_t k = lane; k < a.nqparts; k += 32) {
             const unsigned long long v =
@@ -592,6 +592,7 @@ __global__ void __launch_bounds__(PRIO_THREADS)
         __shared__ double red[4];
         const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const uint64_t u = a.st->updates;
+        const uint64_t n_s = fhd__dev_sample_counter(a.st);
         if (warp < 4) {
             const double sum = fhd_warp_sum_strided(a.statpart + warp, a.loss_blocks, 4);
             if (lane == 0)
@@ -600,11 +601,21 @@ __global__ void __launch_bounds__(PRIO_THREADS)
         __syncthreads();
         if (threadIdx.x == 0) {
             const double n = (double)a.B * a.D;
-            a.st->loss = (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
-            a.st->td_abs_mean = (float)(red[1] / n);
-            a.st->q_mean = (float)(red[2] / n);
-            a.st->beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, u) : 0.0f;
-            a.st->sample_ahead = u + 1; /* the optimiser raises the counter after this kernel */
+            /* with a guard the optimiser publishes them where it applies the update */
+            fhd__dev_scalars *st = a.st;
+            float *dst[4] = {&st->loss, &st->td_abs_mean, &st->q_mean, &st->beta};
+            if (a.guard) {
+                dst[0] = &st->pend_loss;
+                dst[1] = &st->pend_td_abs_mean;
+                dst[2] = &st->pend_q_mean;
+                dst[3] = &st->pend_beta;
+            }
+            *dst[0] = (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
+            *dst[1] = (float)(red[1] / n);
+            *dst[2] = (float)(red[2] / n);
+            *dst[3] = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, n_s) : 0.0f;
+            /* the optimiser raises a counter after this kernel: updates, or skipped */
+            a.st->sample_ahead = n_s + 1;
         } else if (threadIdx.x == 32 && a.adam_step) {
             fhd_adam_scalars(a.lr, a.beta1, a.beta2, u + 1, a.adam_step, a.adam_bc2_sqrt);
         }
@@ -614,8 +625,31 @@ __global__ void __launch_bounds__(PRIO_THREADS)
         return;
     const uint32_t i = (blockIdx.x - 1) * PRIO_THREADS + threadIdx.x;
     const bool valid = i < a.B;
-    update_priorities(a, i, valid,
-                      valid ? fhd__prio_from_td(a.td_row[i], a.per_alpha, a.per_eps) : 0);
+    const uint64_t p = valid ? fhd__prio_from_td(a.td_row[i], a.per_alpha, a.per_eps) : 0;
+    if (a.prio_stage) { /* the guard: staged for fhd_priority_commit_kernel */
+        if (valid)
+            a.prio_stage[i] = p;
+        return;
+    }
+    update_priorities(a, i, valid, p);
+}
+
+/* The guard's priority commit (prio_stage set), after the optimiser decided: the staged
+ * priorities into the tree and the running maximum where the update was applied, nothing where
+ * it was skipped. One thread per batch row, as the priority update's rows. */
+__global__ void __launch_bounds__(PRIO_THREADS)
+    fhd_priority_commit_kernel(const __grid_constant__ fhd__loss_args a) {
+    if (*a.guard_skip) /* uniform over the grid: no lane leaves a warp's shuffles alone */
+        return;
+    const uint32_t i = blockIdx.x * PRIO_THREADS + threadIdx.x;
+    const bool valid = i < a.B;
+    update_priorities(a, i, valid, valid ? a.prio_stage[i] : 0);
+}
+
+cudaError_t fhd__cuda_priority_commit(const fhd__loss_args *a, cudaStream_t stream) {
+    const uint64_t g = fhd_cdiv(a->B, PRIO_THREADS);
+    fhd_priority_commit_kernel<<<(unsigned)(g < 2 ? 2 : g), PRIO_THREADS, 0, stream>>>(*a);
+    return cudaGetLastError();
 }
 
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {
@@ -754,5 +788,6 @@ cudaError_t fhd__cuda_td_loss_preload(void) {
         e = cudaFuncGetAttributes(&fa, dx_kernel(32));
     if (e != cudaSuccess)
         return e;
-    return cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel);
+    e = cudaFuncGetAttributes(&fa, (const void *)fhd_priority_commit_kernel);
+    return e != cudaSuccess ? e : cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel);
 }

@@ -79,6 +79,12 @@ typedef struct fhd__loss_args {
     double *statpart; /* (grid, 4) per-block loss, |td|, Q, CQL sums, summed in block order by
                        * fhd_priority_update_kernel */
     fhd__dev_scalars *st; /* reads updates (beta), max_q; writes the loss statistics */
+    /* the training guard (config `guard`): guard != 0 leaves the loss statistics in the record's
+     * pend_* fields; with prioritized replay prio_stage (B) takes the new priorities, which
+     * fhd__cuda_priority_commit applies after the optimiser unless *guard_skip */
+    int guard;
+    uint64_t *prio_stage;
+    const int32_t *guard_skip;
     /* Adam's scalars of the coming step for the fused optimiser, by the priority update */
     float *adam_step, *adam_bc2_sqrt;
     double lr, beta1, beta2;
@@ -149,6 +155,9 @@ cudaError_t fhd__cuda_head_dx(const fhd__loss_args *a, cudaStream_t stream);
  * leaf, the integer deltas go up the tree) and the running maximum. After the loss kernel, on
  * every update. */
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream);
+/* The guard's commit of the staged priorities (a->prio_stage), after the optimiser: skipped
+ * where the optimiser's guard predicate (*a->guard_skip) says the update was skipped. */
+cudaError_t fhd__cuda_priority_commit(const fhd__loss_args *a, cudaStream_t stream);
 
 cudaError_t fhd__cuda_td_loss_preload(void);
 

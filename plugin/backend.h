@@ -47,12 +47,29 @@ typedef struct fhd__backend_scalars {
     uint64_t replay_pos;     /* next ring slot to write */
     uint64_t replay_size;    /* filled slots, <= capacity */
     uint64_t max_priority_q; /* running max of quantised priorities (new transitions get it) */
+    uint64_t skipped;        /* updates the training guard skipped; the replay-sampling counter
+                              * (and beta's) is updates + skipped, so a skipped update's batch is
+                              * not drawn again (docs/design.md section 4, the training guard) */
 } fhd__backend_scalars;
 
 /* Latest completed update's statistics (on CUDA: the latest snapshot copied back). */
 typedef struct fhd__update_stats {
     uint64_t update_index;   /* the update these values belong to (0: none yet) */
     float loss, td_abs_mean, q_mean, grad_norm, beta;
+    /* the training guard: updates skipped so far, and the latest skipped one (0: none): its
+     * number (updates + skipped when it ran, 1-based), loss and gradient norm (NaN: the loss
+     * failed, so the gradient was not computed) */
+    uint64_t skipped, skip_update;
+    float skip_loss, skip_grad_norm;
+    /* config detailed_metrics, of the same update as loss (docs/design.md section 4, Metrics):
+     * q_delta (NaN without double DQN), the gradient norm of each layer before clipping (conv
+     * layers, torso layers, head: W and b together; n_layers of them), and per branch d the
+     * norm of the head's weight rows of its actions (before the update) and of their gradient */
+    float q_delta;
+    float entropy; /* the diversity term's mean entropy (config diversity_coef > 0) */
+    uint32_t n_layers;
+    float layer_grad_norm[FHD_MAX_CONV_LAYERS + FHD_MAX_HIDDEN_LAYERS + 1];
+    float head_weight_norm[FHD_MAX_BRANCHES], head_grad_norm[FHD_MAX_BRANCHES];
 } fhd__update_stats;
 
 /* Replay and auxiliary state kinds for read/write (checkpoints, tests). Element types:

@@ -61,14 +61,27 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
     return ops;
 }
 
-/* What of the config the CUDA module cannot run yet (spectral norm on conv layers: "all" with
- * a conv torso; everything else of the pixels runs there), or NULL. Decided here, before the
- * module is loaded or asked, so that "auto" falls back instead of failing. */
+/* What of the config the CUDA module cannot run yet (spectral norm on conv layers, pruning,
+ * the diversity term and detailed_metrics are CPU-only for now), or NULL, with the JSON path.
+ * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
+ * failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
     if (c->num_conv > 0 && c->spectral_norm == FHD_SN_ALL) {
         *path = "$.spectral_norm";
         return "spectral norm on conv layers (spectral_norm \"all\" with a conv torso; \"last\" "
                "runs there)";
+    }
+    if (c->prune_sparsity > 0.0) {
+        *path = "$.prune_sparsity";
+        return "magnitude pruning (prune_sparsity > 0)";
+    }
+    if (c->diversity_coef > 0) {
+        *path = "$.diversity_coef";
+        return "the action-diversity term (diversity_coef > 0)";
+    }
+    if (c->detailed_metrics) {
+        *path = "$.detailed_metrics";
+        return "detailed_metrics (per-layer and per-branch norms, q_delta)";
     }
     return NULL;
 }
@@ -77,23 +90,9 @@ int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
     char why[512] = {0};
     const char *path = "";
     const char *pixels = cuda_unsupported(&L->cfg, &path);
-    /* pruning (docs/design.md section 4) runs on the cpu backend only for now */
-    if (L->cfg.prune_sparsity > 0.0 && L->cfg.backend == FHD_BACKEND_CUDA) {
-        fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, "$.prune_sparsity",
-                       "$.prune_sparsity: backend \"cuda\" does not prune yet; allowed: 0, or "
-                       "backend \"cpu\" or \"auto\"");
-        return FHD_ERR_BACKEND_UNAVAILABLE;
-    }
-    if (L->cfg.prune_sparsity > 0.0 && L->cfg.backend == FHD_BACKEND_AUTO) {
-        snprintf(L->fallback_reason, sizeof L->fallback_reason,
-                 "the cuda backend does not prune yet (prune_sparsity > 0 is cpu-only)");
-        L->ops = &fhd__cpu_backend_ops;
-        L->cfg.matmul_precision = FHD_PREC_FP32;
-        return FHD_OK;
-    }
     if (pixels && L->cfg.backend == FHD_BACKEND_CUDA) {
         fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, path,
-                       "%s: backend \"cuda\" does not support %s yet: they run on the cpu "
+                       "%s: backend \"cuda\" does not support %s yet: it runs on the cpu "
                        "backend only for now; allowed: backend \"cpu\" or \"auto\"",
                        path, pixels);
         return FHD_ERR_BACKEND_UNAVAILABLE;

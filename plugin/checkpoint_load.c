@@ -514,7 +514,7 @@ static int32_t backend_fail(load_ctx *c, int32_t rc, const char *what) {
 
 /* Empty the learner's replay, n-step staging and step() state: the state of a new learner.
  * `updates` is kept as the backend's update counter. */
-static int32_t reset_replay(load_ctx *c, uint64_t updates) {
+static int32_t reset_replay(load_ctx *c, uint64_t updates, uint64_t skipped) {
     fhd_learner *L = c->L;
     fhd__ck_catalog mine;
     if (fhd__ck_catalog_build(&L->cfg, &L->lo, 1, &mine) != FHD_OK)
@@ -544,7 +544,7 @@ static int32_t reset_replay(load_ctx *c, uint64_t updates) {
     if (rc == FHD_ERR_OUT_OF_MEMORY)
         return failf(c, rc, "out of memory");
     L->have_prev = 0;
-    fhd__backend_scalars bs = {updates, 0, 0, fhd__prio_quantize(1.0)};
+    fhd__backend_scalars bs = {updates, 0, 0, fhd__prio_quantize(1.0), skipped};
     if (rc == FHD_OK)
         rc = L->ops->set_scalars(L->be, &bs);
     return rc == FHD_OK ? FHD_OK : backend_fail(c, rc, "emptying the replay");
@@ -576,7 +576,7 @@ static int32_t apply(load_ctx *c) {
         }
         L->have_prev = s->have_prev;
     } else {
-        rc = reset_replay(c, s->updates);
+        rc = reset_replay(c, s->updates, s->skipped);
         if (rc != FHD_OK)
             return rc;
     }
@@ -595,7 +595,8 @@ static int32_t apply(load_ctx *c) {
         }
     }
     if (c->load_replay) {
-        fhd__backend_scalars bs = {s->updates, s->replay_pos, s->replay_size, s->max_priority_q};
+        fhd__backend_scalars bs = {s->updates, s->replay_pos, s->replay_size, s->max_priority_q,
+                                   s->skipped};
         rc = L->ops->set_scalars(L->be, &bs);
         if (rc != FHD_OK)
             return backend_fail(c, rc, "applying the checkpoint's counters");

@@ -107,6 +107,8 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
     add_field(&b, "rng.seed", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_SEED, 0);
     add_field(&b, "rng.explore_counter", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_EXPLORE, 0);
     add_field(&b, "counters.updates", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_UPDATES, 0);
+    if (cfg->guard.on) /* the training guard's count: part of the sampling counter */
+        add_field(&b, "counters.skipped_updates", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_SKIPPED, 0);
     add_field(&b, "counters.env_steps", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_ENV_STEPS, 0);
     add_field(&b, "counters.episodes", FHD_CK_U64, 0, 0, 0, 0, FHD_CKF_EPISODES, 0);
     /* episode statistics of the metrics */
@@ -221,6 +223,7 @@ int32_t fhd__ck_scalars_get(fhd_learner *L, fhd__ck_scalars *sc) {
     sc->seed = L->cfg.seed;
     sc->explore_counter = L->act_calls;
     sc->updates = bs.updates;
+    sc->skipped = bs.skipped;
     sc->env_steps = L->env_steps;
     sc->episodes = L->episodes;
     sc->replay_pos = bs.replay_pos;
@@ -241,6 +244,8 @@ void *fhd__ck_field_ptr(fhd_learner *L, fhd__ck_scalars *sc, int field) {
         return &sc->explore_counter;
     case FHD_CKF_UPDATES:
         return &sc->updates;
+    case FHD_CKF_SKIPPED:
+        return &sc->skipped;
     case FHD_CKF_ENV_STEPS:
         return &sc->env_steps;
     case FHD_CKF_EPISODES:

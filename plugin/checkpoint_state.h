@@ -37,7 +37,9 @@ size_t fhd__ck_dtype_size(int dtype);      /* bytes per element */
 typedef struct fhd__ck_scalars {
     uint64_t seed;            /* rng.seed */
     uint64_t explore_counter; /* rng.explore_counter = act_calls */
-    uint64_t updates;         /* counters.updates = Adam step = replay-sampling counter */
+    uint64_t updates;         /* counters.updates = Adam step */
+    uint64_t skipped;         /* counters.skipped_updates (configs with a guard; else 0): the
+                               * replay-sampling counter is updates + skipped */
     uint64_t env_steps, episodes;
     uint64_t replay_pos, replay_size, max_priority_q;
     uint32_t recent_count, recent_pos;
@@ -66,6 +68,7 @@ typedef enum {
     FHD_CKF_REPLAY_SIZE,
     FHD_CKF_REPLAY_MAXQ,
     FHD_CKF_HAVE_PREV,
+    FHD_CKF_SKIPPED,
     /* arrays */
     FHD_CKF_RECENT,
     FHD_CKF_ST_OBS,

@@ -33,6 +33,13 @@ typedef struct fhd__conv_spec {
     uint32_t out, kernel, stride, padding;
 } fhd__conv_spec;
 
+/* The training guard (config "guard", common/guard.h): on when the key is an object; a bound
+ * of 0 is none. A failing update is skipped (docs/design.md section 4). */
+typedef struct fhd__guard_spec {
+    int on;
+    double max_grad_norm, max_loss;
+} fhd__guard_spec;
+
 /* Every key of manifest.json's config schema has one field here (same name). */
 typedef struct fhd__config {
     /* backend */
@@ -82,6 +89,10 @@ typedef struct fhd__config {
     double max_grad_norm;            /* 0 disables clipping */
     uint64_t target_update_interval; /* updates between target updates */
     double tau;                      /* 1 = hard copy, < 1 = Polyak */
+    fhd__guard_spec guard;           /* training guard: skip updates out of bounds */
+    int detailed_metrics;            /* per-layer and per-branch norms, q_delta (metrics) */
+    double diversity_coef;           /* the loss gains -coef * mean entropy of softmax(Q_d / T) */
+    double diversity_temperature;    /* T */
 
     /* schedule */
     uint32_t batch_size;

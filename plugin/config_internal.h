@@ -25,7 +25,8 @@ typedef enum {
     ST_ENUM,
     ST_U32_ARRAY,
     ST_CONV_LIST, /* array of {out, kernel, stride[, padding]} objects (fhd__conv_spec) */
-    ST_PATH       /* a string without enum, max_length bytes at most (FHD_CONFIG_PATH_MAX) */
+    ST_PATH,      /* a string without enum, max_length bytes at most (FHD_CONFIG_PATH_MAX) */
+    ST_GUARD      /* null or {max_grad_norm, max_loss} (fhd__guard_spec, config_guard.c) */
 } fhd__cfg_store_kind;
 
 /* S(key, storage) for scalars, A(key, count field, capacity) for arrays of uint32_t,
@@ -70,6 +71,10 @@ typedef enum {
     S(max_grad_norm, ST_DOUBLE)                                                                    \
     S(target_update_interval, ST_U64)                                                              \
     S(tau, ST_DOUBLE)                                                                              \
+    S(guard, ST_GUARD)                                                                             \
+    S(detailed_metrics, ST_BOOL)                                                                   \
+    S(diversity_coef, ST_DOUBLE)                                                                   \
+    S(diversity_temperature, ST_DOUBLE)                                                            \
     S(batch_size, ST_U32)                                                                          \
     S(learning_starts, ST_U64)                                                                     \
     S(train_freq, ST_U32)                                                                          \
@@ -115,6 +120,9 @@ typedef struct fhd__cfg_num_rule {
 /* The fields of a conv list item, in fhd__conv_spec order. */
 #define FHD_CONV_FIELDS 4
 extern const char *const fhd__cfg_conv_fields[FHD_CONV_FIELDS]; /* out, kernel, stride, padding */
+/* The fields of the guard object, in that order. */
+#define FHD_GUARD_FIELDS 2
+extern const char *const fhd__cfg_guard_fields[FHD_GUARD_FIELDS]; /* max_grad_norm, max_loss */
 
 typedef struct fhd__cfg_key_schema {
     const json_t *def;     /* default value, or NULL for a required key */
@@ -124,6 +132,7 @@ typedef struct fhd__cfg_key_schema {
     size_t min_items, max_items;
     fhd__cfg_num_rule conv[FHD_CONV_FIELDS]; /* conv list: each field's bounds */
     const json_t *conv_def[FHD_CONV_FIELDS]; /* conv list: each field's default or NULL */
+    fhd__cfg_num_rule guard[FHD_GUARD_FIELDS]; /* guard: each bound's rule */
 } fhd__cfg_key_schema;
 
 typedef struct fhd__cfg_schema {
@@ -169,5 +178,13 @@ int32_t fhd__cfg_store_conv(const fhd__cfg_schema *s, size_t i, const json_t *v,
 /* obs_shape/obs_dim exclusivity, torso expansion, conv sizes; sets obs_dim = C*H*W. */
 int32_t fhd__cfg_check_pixels(const fhd__cfg_schema *s, fhd__config *c, const unsigned char *given,
                               fhd_error *err);
+
+/* config_guard.c: the guard key's schema entry, description, value, comparison and JSON. */
+int fhd__cfg_load_guard(const json_t *entry, fhd__cfg_key_schema *ks, char *msg, size_t cap);
+void fhd__cfg_describe_guard(const fhd__cfg_key_schema *ks, char *buf, size_t cap);
+int32_t fhd__cfg_store_guard(const fhd__cfg_schema *s, size_t i, const json_t *v,
+                             fhd__config *cfg, fhd_error *err);
+int fhd__cfg_guard_equal(const fhd__guard_spec *a, const fhd__guard_spec *b);
+void fhd__cfg_guard_json(const fhd__guard_spec *g, char *buf, size_t cap);
 
 #endif

@@ -41,6 +41,8 @@ static int key_equal(const fhd__cfg_key_spec *k, const fhd__config *a, const fhd
     }
     case ST_PATH:
         return strncmp(CFIELD(a, k, char), CFIELD(b, k, char), FHD_CONFIG_PATH_MAX) == 0;
+    case ST_GUARD:
+        return fhd__cfg_guard_equal(CFIELD(a, k, fhd__guard_spec), CFIELD(b, k, fhd__guard_spec));
     }
     return 0;
 }
@@ -178,6 +180,15 @@ char *fhd__config_to_json(const fhd__config *cfg) {
             t.failed |= memchr(CFIELD(cfg, k, char), '\0', FHD_CONFIG_PATH_MAX) == NULL;
             put(&t, "\"%.*s\"", FHD_CONFIG_PATH_MAX - 1, CFIELD(cfg, k, char));
             break;
+        case ST_GUARD: {
+            char g[128];
+            const fhd__guard_spec *gs = CFIELD(cfg, k, fhd__guard_spec);
+            t.failed |= !(gs->max_grad_norm - gs->max_grad_norm == 0.0) ||
+                        !(gs->max_loss - gs->max_loss == 0.0);
+            fhd__cfg_guard_json(gs, g, sizeof g);
+            put(&t, "%s", g);
+            break;
+        }
         }
     }
     put(&t, "}");

@@ -37,6 +37,7 @@ const char *const fhd__cfg_conv_fields[FHD_CONV_FIELDS] = {"out", "kernel", "str
 #define SIZE_ST_U64 sizeof(uint64_t)
 #define SIZE_ST_DOUBLE sizeof(double)
 #define SIZE_ST_PATH FHD_CONFIG_PATH_MAX
+#define SIZE_ST_GUARD sizeof(fhd__guard_spec)
 #define CHECK_S(n, k)                                                                              \
     _Static_assert(sizeof(((fhd__config *)0)->n) == SIZE_##k, "storage of config field " #n);
 #define CHECK_A(n, c, cap)                                                                         \
@@ -86,6 +87,8 @@ static const char *schema_type_of(fhd__cfg_store_kind kind) {
     case ST_U32_ARRAY:
     case ST_CONV_LIST:
         return "array";
+    case ST_GUARD:
+        return "object";
     }
     return "";
 }
@@ -223,6 +226,10 @@ static int load_key(const json_t *entry, const fhd__cfg_key_spec *k, fhd__cfg_ke
         ks->max_items = (size_t)json_integer_value(mx);
         break;
     }
+    case ST_GUARD:
+        if (fhd__cfg_load_guard(entry, ks, msg, cap) != 0)
+            return -1;
+        break;
     case ST_BOOL:
         break;
     case ST_PATH: /* a free string: no enum, max_length bytes at most */
@@ -379,6 +386,9 @@ void fhd__cfg_describe_key(const fhd__cfg_schema *s, size_t i, char *buf, size_t
                  "a path of at most %d bytes without control characters, quotes or "
                  "backslashes",
                  FHD_CONFIG_PATH_MAX - 1);
+        return;
+    case ST_GUARD:
+        fhd__cfg_describe_guard(ks, buf, cap);
         return;
     case ST_CONV_LIST:
         snprintf(buf, cap,

@@ -13,6 +13,17 @@ static json_t *real_or_null(double v) {
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* An array of n floats (null where not finite). */
+static json_t *reals(const float *v, uint32_t n) {
+    json_t *a = json_array();
+    for (uint32_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, real_or_null(v[i])) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
 #define FHD__METRICS_SLACK 256
 
 static const char *backend_kind_name(int k) {
@@ -24,6 +35,7 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
         return fhd__fail(L, FHD_ERR_NULL_POINTER, "metrics: `needed` is NULL");
     fhd__backend_scalars sc;
     fhd__update_stats us;
+    memset(&us, 0, sizeof us); /* a backend fills what it has */
     L->ops->get_scalars(L->be, &sc);
     L->ops->latest_stats(L->be, &us);
     json_t *o = json_object();
@@ -53,7 +65,24 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     SET("q_mean", real_or_null(us.q_mean));
     SET("grad_norm", real_or_null(us.grad_norm));
     SET("diverged_updates", json_integer((json_int_t)L->diverged_updates));
+    /* the training guard: its count, and the latest skipped update (0 and nulls: none) */
+    SET("skipped_updates", json_integer((json_int_t)us.skipped));
+    SET("skip_last_update", json_integer((json_int_t)us.skip_update));
+    SET("skip_last_loss", us.skip_update ? real_or_null(us.skip_loss) : json_null());
+    SET("skip_last_grad_norm", us.skip_update ? real_or_null(us.skip_grad_norm) : json_null());
     SET("beta", real_or_null(L->cfg.replay == FHD_REPLAY_PRIORITIZED ? us.beta : 0.0));
+    if (L->cfg.diversity_coef > 0) /* the diversity term's mean entropy, of stats_update */
+        SET("diversity_entropy", us.update_index > 0 ? real_or_null(us.entropy) : json_null());
+    if (L->cfg.detailed_metrics) { /* of update stats_update; empty and null before one */
+        const int any = us.update_index > 0;
+        SET("q_delta", any ? real_or_null(us.q_delta) : json_null());
+        const uint32_t nl = us.n_layers < FHD_MAX_CONV_LAYERS + FHD_MAX_HIDDEN_LAYERS + 1
+                                ? us.n_layers
+                                : FHD_MAX_CONV_LAYERS + FHD_MAX_HIDDEN_LAYERS + 1;
+        SET("grad_norm_layers", reals(us.layer_grad_norm, any ? nl : 0));
+        SET("head_weight_norms", reals(us.head_weight_norm, any ? L->lo.D : 0));
+        SET("head_grad_norms", reals(us.head_grad_norm, any ? L->lo.D : 0));
+    }
     SET("updates_per_second",
         real_or_null(L->train_seconds > 0 ? (double)L->timed_updates / L->train_seconds : 0.0));
     SET("episode_return_last", real_or_null(L->last_episode_return));

@@ -340,7 +340,7 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
         return fail(b, FHD_ERR_NOT_READY, "train: the replay holds fewer transitions than batch_size");
     fpmode fm = fpmode_enter();
     for (uint32_t k = 0; k < num_updates; k++) {
-        float beta = sample_batch(b, b->updates);
+        float beta = sample_batch(b, b->updates + b->skipped);
         const int u8 = c->obs_dtype == FHD_OBS_UINT8;
         fhd__host_batch hb = {b->B,
                               u8 ? NULL : (const float *)(void *)b->g_obs,
@@ -353,11 +353,12 @@ static int32_t cpu_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats 
                               NULL,
                               u8 ? b->g_obs : NULL,
                               u8 ? b->g_next : NULL};
-        if (fhd__cpu_update(b, &hb, stats, beta) != FHD_OK) {
+        const int32_t rc = fhd__cpu_update(b, &hb, stats, beta);
+        if (rc == FHD_ERR_DIVERGED) {
             fpmode_leave(fm);
             return FHD_ERR_DIVERGED;
         }
-        if (c->replay == FHD_REPLAY_PRIORITIZED) {
+        if (rc == FHD_OK && c->replay == FHD_REPLAY_PRIORITIZED) { /* not for a skipped one */
             const uint32_t D = b->lo.D;
             for (uint32_t j = 0; j < b->B; j++) {
                 float a = 0.0f;
@@ -380,7 +381,7 @@ static int32_t cpu_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_t
     fpmode fm = fpmode_enter();
     int32_t rc = fhd__cpu_update(b, hb, st, 0.0f);
     fpmode_leave(fm);
-    return rc;
+    return rc == FHD__CPU_SKIPPED ? FHD_OK : rc;
 }
 
 /* ---- state access ----------------------------------------------------------------------- */
@@ -477,6 +478,7 @@ static int32_t cpu_get_scalars(fhd__backend *b, fhd__backend_scalars *o) {
     o->replay_pos = b->pos;
     o->replay_size = b->size;
     o->max_priority_q = b->max_q;
+    o->skipped = b->skipped;
     return FHD_OK;
 }
 
@@ -484,6 +486,8 @@ static int32_t cpu_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) 
     if (in->replay_pos >= b->capacity || in->replay_size > b->capacity || in->max_priority_q == 0)
         return fail(b, FHD_ERR_INVALID_ARGUMENT, "replay position/size out of range");
     b->updates = in->updates;
+    b->skipped = in->skipped;
+    b->last.skipped = in->skipped;
     b->pos = in->replay_pos;
     b->size = in->replay_size;
     b->max_q = in->max_priority_q;

@@ -4,6 +4,8 @@
  *   cpu_ops.c      linear layers, heads, loss, clipping, Adam (cpu_ops.h)
  *   cpu_conv.c     convolutions: im2col + sgemm (cpu_ops.h)
  *   cpu_prune.c    gradual magnitude pruning: masks and their selection (prune.h)
+ *   cpu_metrics.c  config detailed_metrics
+ *   cpu_diversity.c  the action-diversity term of the loss
  */
 #ifndef FHD_CPU_INTERNAL_H
 #define FHD_CPU_INTERNAL_H
@@ -28,6 +30,7 @@ struct fhd__backend {
     float sigma_conv[FHD_MAX_CONV_LAYERS];
     int eval_sn_fresh; /* online W_sn matches the current W and u, v for act */
     uint64_t updates;
+    uint64_t skipped; /* updates the training guard skipped (sampling counter: updates + skipped) */
 
     /* update scratch, B = batch_size rows */
     uint32_t B;
@@ -73,8 +76,19 @@ struct fhd__backend {
     uint64_t fc[3];           /* frames added, transitions added (T), first live (lo) */
 
     fhd__update_stats last;
+    fhd__update_stats pend; /* detailed_metrics of the update in progress */
     char err[512];
 };
+
+/* cpu_metrics.c: config detailed_metrics of an update into m (grad before clipping, sel:
+ * online(s') Q values (B, KT) with double DQN, else NULL; the target's in b->qt). */
+void fhd__cpu_detailed_metrics(fhd__backend *b, const float *grad, const float *sel, uint32_t B,
+                               fhd__update_stats *m);
+
+/* cpu_diversity.c: the action-diversity term's gradient into dq (B, KT) from Q (B, KT);
+ * returns the mean entropy over batch and branches (the loss gains -coef times it). */
+float fhd__diversity_term(float *dq, const float *q, const fhd__layout *lo, uint32_t B,
+                          float coef, float temp);
 
 /* cpu_replay_frames.c */
 /* Allocate the frame ring (ok is cleared on failure). */
@@ -114,7 +128,9 @@ void fhd__cpu_sn_prepare(fhd__backend *b, int train, int nets);
 void fhd__cpu_net_forward(fhd__backend *b, int net, const void *rows, uint32_t n, float *q,
                           int keep);
 /* One update on a batch (docs/design.md section 4); stats may be NULL. FHD_OK, or
- * FHD_ERR_DIVERGED (message in b->err) with nothing applied. */
+ * FHD_ERR_DIVERGED (message in b->err) with nothing applied, or with a guard (config `guard`)
+ * FHD__CPU_SKIPPED: the guard skipped it, nothing applied but the skip counters. */
+#define FHD__CPU_SKIPPED 1
 int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st,
                         float beta);
 

@@ -19,12 +19,17 @@
  * applied: the gradient is computed into a spare buffer that replaces grad only on success,
  * and the power iteration's u, v are restored. The update then returns FHD_ERR_DIVERGED with
  * the learner exactly as after the previous update.
+ * Training guard (config `guard`, common/guard.h): where the rule fails (non-finite values
+ * included), the same nothing-applied path skips the update instead (but for the power
+ * iteration's u, v, which advance as on the CUDA backend): the skip counters and the offending
+ * values are recorded and the call goes on (FHD__CPU_SKIPPED).
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "guard.h"
 
 /* Offset into one network's half of wsn of normalised layer j (0..NC-1 conv, NC.. linear):
  * conv layers' W_sn come first, then the linear layers', each (out, in). */
@@ -199,6 +204,20 @@ static int32_t diverged(fhd__backend *b, const fhd__host_batch *hb, float loss, 
     return FHD_ERR_DIVERGED;
 }
 
+/* The guard skipped the update (nothing was applied): count it and keep its values. */
+static int32_t skipped(fhd__backend *b, fhd_train_stats *st, float loss, float gnorm) {
+    b->skipped++;
+    b->last.skipped = b->skipped;
+    b->last.skip_update = b->updates + b->skipped;
+    b->last.skip_loss = loss;
+    b->last.skip_grad_norm = gnorm;
+    if (st) {
+        st->updates_skipped++;
+        st->update_index = b->updates;
+    }
+    return FHD__CPU_SKIPPED;
+}
+
 int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st,
                         float beta) {
     const fhd__layout *lo = &b->lo;
@@ -230,8 +249,14 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     float td_abs, q_mean;
     float loss = fhd__td_loss(b->dq, b->td, b->q, hb->actions, b->y, hb->weights, lo, B, &lp,
                               &td_abs, &q_mean);
+    if (c->diversity_coef > 0) { /* the action-diversity term (cpu_diversity.c) */
+        b->pend.entropy = fhd__diversity_term(b->dq, b->q, lo, B, (float)c->diversity_coef,
+                                              (float)c->diversity_temperature);
+        loss = (float)((double)loss - c->diversity_coef * (double)b->pend.entropy);
+    }
     float gnorm = NAN;
-    if (!isfinite(loss))
+    const fhd__guard_spec *gd = &c->guard;
+    if (!isfinite(loss)) /* a finite loss over the guard's bound still gets its norm (as CUDA) */
         goto refuse;
     /* backward: head, then linear torso layers from the top, then the convolutions */
     float *dy = b->da, *dx = b->db;
@@ -255,11 +280,15 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
         conv_backward(b, grad, rows, B);
     if (lo->num_masks) /* pruned weights get no gradient (torch.nn.utils.prune) */
         fhd__cpu_prune_apply(b, grad);
+    if (c->detailed_metrics) /* before clipping and the update */
+        fhd__cpu_detailed_metrics(b, grad, c->double_dqn ? sel : NULL, B, &b->pend);
     gnorm = fhd__clip_grad_norm(grad, b->P, (float)c->max_grad_norm);
     /* Adam squares the applied gradient: its norm squared must stay a float */
     const float applied =
         c->max_grad_norm > 0 && gnorm > (float)c->max_grad_norm ? (float)c->max_grad_norm : gnorm;
-    if (!isfinite(gnorm) || !isfinite(applied * applied))
+    if (gd->on ? !fhd__guard_ok(loss, gnorm, (float)c->max_grad_norm, (float)gd->max_loss,
+                                (float)gd->max_grad_norm)
+               : (!isfinite(gnorm) || !isfinite(applied * applied)))
         goto refuse;
     b->grad_next = b->grad; /* the new gradient becomes grad.* */
     b->grad = grad;
@@ -279,7 +308,21 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
         memcpy(hb->td, b->td, sizeof(float) * B * lo->D);
     if (hb->y)
         memcpy(hb->y, b->y, sizeof(float) * B);
-    b->last = (fhd__update_stats){b->updates, loss, td_abs, q_mean, gnorm, beta};
+    b->last.update_index = b->updates;
+    b->last.loss = loss;
+    b->last.td_abs_mean = td_abs;
+    b->last.q_mean = q_mean;
+    b->last.grad_norm = gnorm;
+    b->last.beta = beta;
+    b->last.entropy = b->pend.entropy;
+    if (c->detailed_metrics) {
+        b->last.q_delta = b->pend.q_delta;
+        b->last.n_layers = b->pend.n_layers;
+        memcpy(b->last.layer_grad_norm, b->pend.layer_grad_norm, sizeof b->last.layer_grad_norm);
+        memcpy(b->last.head_weight_norm, b->pend.head_weight_norm,
+               sizeof b->last.head_weight_norm);
+        memcpy(b->last.head_grad_norm, b->pend.head_grad_norm, sizeof b->last.head_grad_norm);
+    }
     if (st) {
         st->updates_done++;
         st->update_index = b->updates;
@@ -290,8 +333,17 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     }
     return FHD_OK;
 refuse:
-    if (lo->sn_size) /* the power iteration's u, v; W_sn is recomputed before its next use */
+    /* the power iteration's u, v; W_sn is recomputed before its next use. A guard's skip keeps
+     * them, as the CUDA backend does: they depend on the unchanged, finite weights only */
+    if (lo->sn_size && !gd->on)
         memcpy(b->sn, b->sn_prev, sizeof(float) * lo->sn_size);
     b->eval_sn_fresh = 0;
+    if (gd->on) { /* the TD errors and targets it computed still go out, as on CUDA */
+        if (hb->td)
+            memcpy(hb->td, b->td, sizeof(float) * B * lo->D);
+        if (hb->y)
+            memcpy(hb->y, b->y, sizeof(float) * B);
+        return skipped(b, st, loss, gnorm);
+    }
     return diverged(b, hb, loss, gnorm);
 }

@@ -269,6 +269,7 @@ struct fhd__backend {
     uint32_t *idx;            /* (B) */
     uint64_t *qs;             /* (B) */
     float *td_row;            /* (B) mean |td| per row from the loss kernel (new priorities) */
+    uint64_t *prio_stage;     /* (B) the guard with PER: new priorities until the commit */
     /* replay */
     float *r_obs, *r_next, *r_ret, *r_disc; /* (N, S), (N, S), (N), (N) */
     int32_t *r_act;           /* (N, D) */
@@ -346,7 +347,8 @@ struct fhd__backend {
     struct fhd__cuda_img *img;
 
     /* host mirrors */
-    uint64_t updates, pos, size, max_q;
+    uint64_t updates, pos, size, max_q; /* updates: run, applied or skipped by the guard */
+    uint64_t skip_reported; /* the guard's skips train()/train_batch have reported */
     uint64_t sync_count; /* stream/event/device synchronisations done by the backend */
 };
 

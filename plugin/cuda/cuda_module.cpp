@@ -295,6 +295,8 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->idx, B * 4, MEM_DEVICE, G_ACT);
     plan_add(p, &b->qs, B * 8, MEM_DEVICE, G_ACT);
     plan_add(p, &b->td_row, B * 4, MEM_DEVICE, G_ACT);
+    if (b->cfg.guard.on && b->prioritized) /* the training guard's staged priorities */
+        plan_add(p, &b->prio_stage, B * 8, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_x, R * S * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_a, R * W * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->act_b, R * W * f, MEM_DEVICE, G_ACT);

@@ -52,7 +52,9 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
         p->dz_t[l] = p->tf32_bwd && l >= 1 && l < lo->L && B % 4 == 0;
     /* (not below a conv torso: the two networks' inputs are two conv stacks' outputs) */
     p->pair_fwd0 = lo->NC == 0 && lo->L >= 1 && !has_sn && rows_on * n0 * m0 <= FHD_SPLIT_MAX_MNK;
-    p->sample_ahead = !has_sn || p->hdw_side;
+    /* the guard with PER commits the tree after the optimiser: the next batch follows it */
+    p->sample_ahead =
+        (!has_sn || p->hdw_side) && !(cfg->guard.on && cfg->replay == FHD_REPLAY_PRIORITIZED);
     p->side_sample = has_sn;
     /* (not above a conv torso: its layer-0 im2col, shared by both networks, precedes the
      * fork and follows the sampling) */

@@ -94,9 +94,10 @@ typedef struct fhd__cuda_plan {
     int pair_fwd0;
     /* The next update's batch sampled at the end of each update (the FHD_CUDA_GRAPH_* captures,
      * cuda_ext.h): without spectral norm, or with it where hdw_side (the backward's tail leaves
-     * the card room beside the optimiser). Otherwise each update samples its own batch: on
-     * s_side beside the power iteration with spectral norm (side_sample), first on s_main
-     * without. */
+     * the card room beside the optimiser), and not with a guard and prioritized replay (the
+     * guard's priority commit follows the optimiser, and the next batch the commit). Otherwise
+     * each update samples its own batch: on s_side beside the power iteration with spectral
+     * norm (side_sample), first on s_main without. */
     int sample_ahead, side_sample;
     /* With spectral norm and batches sampled ahead, the target forward forks after the power
      * iteration's first pass (which computes the target's sigma) instead of after the second. */

@@ -133,6 +133,7 @@ static void loss_batch_args(fhd__backend *b) {
     b->a_loss_batch = b->a_loss_train;
     b->a_loss_batch.w_in = b->g_w;
     b->a_loss_batch.prioritized = 0;
+    b->a_loss_batch.prio_stage = NULL;
 }
 
 static int32_t prepare_loss(fhd__backend *b) {
@@ -154,6 +155,9 @@ static int32_t prepare_loss(fhd__backend *b) {
     a->nqparts = fhd__cuda_sample_grid(b->B);
     a->idx = b->idx;
     a->td_row = b->td_row;
+    a->guard = c->guard.on; /* the training guard (kernels/guard.cuh) */
+    a->prio_stage = b->prio_stage;
+    a->guard_skip = &b->clip->skip;
     a->nodes = b->nodes;
     a->leaves = b->leaves;
     a->per_alpha = (float)c->per_alpha;
@@ -286,6 +290,9 @@ static void prepare_opt(fhd__backend *b) {
     a->decoupled = c->optimizer == FHD_OPT_ADAMW;
     a->target_interval = c->target_update_interval;
     a->tau = (float)c->tau;
+    a->guard = c->guard.on; /* the training guard (kernels/guard.cuh): bounds, 0 none */
+    a->guard_max_loss = (float)c->guard.max_loss;
+    a->guard_max_norm = (float)c->guard.max_grad_norm;
 }
 
 static int32_t prepare_gemms(fhd__backend *b) {

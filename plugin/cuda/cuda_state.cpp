@@ -244,7 +244,9 @@ int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
 
 int32_t fhd__cuda_get_scalars(fhd__backend *b, fhd__backend_scalars *o) {
     FHD_TRY(fhd__cuda_poll_snapshots(b));
-    o->updates = b->updates;
+    /* b->updates counts the updates run; the guard's skips (exact after finish) are not updates */
+    o->skipped = b->snap_last.skipped;
+    o->updates = b->updates - o->skipped;
     o->replay_pos = b->pos;
     o->replay_size = b->size;
     o->max_priority_q = b->max_q;
@@ -260,11 +262,13 @@ int32_t fhd__cuda_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) {
     FHD_CK(b, cudaMemcpyAsync(&s, b->st, sizeof s, cudaMemcpyDeviceToHost, b->s_main));
     FHD_TRY(fhd__cuda_sync(b, b->s_main));
     s.updates = in->updates;
+    s.skipped = in->skipped;
     s.replay_size = in->replay_size;
     s.max_q = in->max_priority_q > FHD_PRIO_MAX_Q ? FHD_PRIO_MAX_Q : in->max_priority_q;
     FHD_CK(b, cudaMemcpyAsync(b->st, &s, sizeof s, cudaMemcpyHostToDevice, b->s_main));
     FHD_TRY(fhd__cuda_sync(b, b->s_main));
-    b->updates = in->updates;
+    b->updates = in->updates + in->skipped;
+    b->skip_reported = in->skipped;
     b->pos = in->replay_pos;
     b->size = in->replay_size;
     b->max_q = s.max_q;
@@ -272,6 +276,7 @@ int32_t fhd__cuda_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) {
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
         b->snap_seq[i] = 0;
     b->snap_last.max_q = s.max_q;
+    b->snap_last.skipped = s.skipped;
     b->snap_last_seq = b->snap_counter;
     return FHD_OK;
 }
@@ -284,6 +289,10 @@ int32_t fhd__cuda_latest_stats(fhd__backend *b, fhd__update_stats *out) {
     out->q_mean = b->snap_last.q_mean;
     out->grad_norm = b->snap_last.grad_norm;
     out->beta = b->snap_last.beta;
+    out->skipped = b->snap_last.skipped;
+    out->skip_update = b->snap_last.skip_update;
+    out->skip_loss = b->snap_last.skip_loss;
+    out->skip_grad_norm = b->snap_last.skip_grad_norm;
     return FHD_OK;
 }
 
@@ -300,7 +309,7 @@ int32_t fhd__cuda_check_invariants(fhd__backend *b, char *msg, size_t cap) {
     fhd__dev_scalars s;
     FHD_CK(b, cudaMemcpyAsync(&s, b->st, sizeof s, cudaMemcpyDeviceToHost, b->s_main));
     FHD_TRY(fhd__cuda_sync(b, b->s_main));
-    if (s.replay_size != b->size || s.updates != b->updates) {
+    if (s.replay_size != b->size || s.updates + s.skipped != b->updates) {
         snprintf(msg, cap, "device record: size %llu updates %llu; host %llu, %llu",
                  (unsigned long long)s.replay_size, (unsigned long long)s.updates,
                  (unsigned long long)b->size, (unsigned long long)b->updates);

@@ -33,7 +33,8 @@
  *   s0  bias gradients from their per-block partials, gradient norm (+ SN gradient sums), then
  *       Adam + clip + SN correction + target update + counter increment: one cooperative
  *       launch with a grid barrier between the two passes (two launches without cooperative
- *       launch support)
+ *       launch support); with a guard (kernels/guard.cuh) the norm pass decides whether the
+ *       update is applied, and with PER the staged priorities enter the tree after it (one node)
  * The update counter lives on the device and every kernel reads it, so the same graph serves
  * every update: sampling counter, beta, Adam step and target-update interval advance by
  * themselves.
@@ -200,6 +201,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, fhd__cuda_clip_grad_norm(&b->a_opt, s0));
         FHD_CK(b, fhd__cuda_adam_step(&b->a_opt, s0));
     }
+    if (la->prio_stage) /* the guard with PER: the staged priorities unless skipped (+1 node) */
+        FHD_CK(b, fhd__cuda_priority_commit(la, s0));
     if (ahead)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_ahead, 0));
     return FHD_OK;
@@ -377,11 +380,17 @@ void fhd__cuda_poll_rate(fhd__backend *b) {
     }
 }
 
+/* done: updates the call ran; the guard's skips are those the snapshots newly show (each
+ * reported once: exact for train_batch, which waits; train's may come a call late). */
 static void fill_stats(fhd__backend *b, fhd_train_stats *st, uint32_t done) {
+    const uint64_t sk = b->snap_last.skipped;
+    const uint32_t fresh = sk > b->skip_reported ? (uint32_t)(sk - b->skip_reported) : 0;
+    b->skip_reported = sk;
     if (!st)
         return;
-    st->updates_done += done;
-    st->update_index = b->updates;
+    st->updates_done += done > fresh ? done - fresh : 0;
+    st->updates_skipped += fresh;
+    st->update_index = b->updates - sk;
     st->loss = b->snap_last.loss;
     st->td_abs_mean = b->snap_last.td_abs_mean;
     st->q_mean = b->snap_last.q_mean;

@@ -139,6 +139,8 @@ class FhdTrainStats(Structure):
         ("td_abs_mean", ctypes.c_float),
         ("q_mean", ctypes.c_float),
         ("grad_norm", ctypes.c_float),
+        # appended after minor 1 (the training guard); an older library leaves it 0
+        ("updates_skipped", c_uint32),
     ]
 
     def as_dict(self):
@@ -149,6 +151,7 @@ class FhdTrainStats(Structure):
             "td_abs_mean": float(self.td_abs_mean),
             "q_mean": float(self.q_mean),
             "grad_norm": float(self.grad_norm),
+            "updates_skipped": int(self.updates_skipped),
         }
 
 
@@ -324,7 +327,8 @@ def _check_layout():
         (FhdBatch.obs_u8.offset, BATCH_SIZE_V1_0, "offsetof(fhd_batch, obs_u8)"),
         (ctypes.sizeof(FhdBatch), 96, "sizeof(fhd_batch)"),
         (ctypes.sizeof(FhdObsInfo), 40, "sizeof(fhd_obs_info)"),
-        (ctypes.sizeof(FhdTrainStats), 32, "sizeof(fhd_train_stats)"),
+        (FhdTrainStats.updates_skipped.offset, 32, "offsetof(fhd_train_stats, updates_skipped)"),
+        (ctypes.sizeof(FhdTrainStats), 40, "sizeof(fhd_train_stats)"),
         (ctypes.sizeof(FhdTensorInfo), 144, "sizeof(fhd_tensor_info)"),
     ]
     for got, want, what in checks:

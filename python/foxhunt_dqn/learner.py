@@ -531,7 +531,8 @@ class Learner(_StepStaging, _LearnerState):
     @property
     def last_train_stats(self):
         """Training done by the last step() call: dict with updates_done, update_index, loss,
-        td_abs_mean, q_mean, grad_norm (all zero when it did no update)."""
+        td_abs_mean, q_mean, grad_norm, updates_skipped (the training guard's skips; all zero
+        when it did no update)."""
         return self._step_stats.as_dict()
 
     def train(self, n=1):
@@ -558,7 +559,8 @@ class Learner(_StepStaging, _LearnerState):
         importance weights (None: 1). The replay buffer is not touched.
 
         Returns a dict: loss, td_abs_mean, q_mean, grad_norm, updates_done, update_index,
-        td_errors (B, D) float32 = Q_d(s, a_d) - y before the update, targets (B,) float32 = y.
+        updates_skipped (1 where the training guard skipped the update), td_errors (B, D)
+        float32 = Q_d(s, a_d) - y before the update, targets (B,) float32 = y.
         td_errors_out / targets_out: arrays to write those into instead of allocating."""
         strict = self.strict
         o, _ = self._obs_input(obs, "obs")

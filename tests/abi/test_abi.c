@@ -287,6 +287,21 @@ static void test_minor1_against_minor0(const fhd_api_v1 *api) {
               strstr(m, "spectral norm on conv layers") && strstr(m, "cpu-only"),
           "auto + conv + spectral norm falls back to cpu and says so: %.300s", m);
     api->destroy(L);
+    /* so are the diversity term and detailed_metrics: refused by name on "cuda" */
+    const char *const cpu_only[2][2] = {
+        {"{\"obs_dim\": 3, \"actions\": [3], \"backend\": \"cuda\", \"diversity_coef\": 0.1}",
+         "$.diversity_coef"},
+        {"{\"obs_dim\": 3, \"actions\": [3], \"backend\": \"cuda\", \"detailed_metrics\": true}",
+         "$.detailed_metrics"}};
+    for (int i = 0; i < 2; i++) {
+        fhd_error e2 = FHD_ERROR_INIT;
+        L = NULL;
+        CHECK(api->init(cpu_only[i][0], strlen(cpu_only[i][0]), &L, &e2) ==
+                      FHD_ERR_BACKEND_UNAVAILABLE &&
+                  L == NULL && strcmp(e2.path, cpu_only[i][1]) == 0 &&
+                  strstr(e2.message, "cpu backend only"),
+              "cuda + %s: %s %s", cpu_only[i][1], e2.path, e2.message);
+    }
 }
 
 int main(int argc, char **argv) {

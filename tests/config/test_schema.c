@@ -173,6 +173,20 @@ static int satisfies(const json_t *entry, const json_t *v) {
     }
     if (strcmp(type, "string") == 0)
         return json_is_string(v) && in_list(json_object_get(entry, "enum"), json_string_value(v));
+    if (strcmp(type, "object") == 0) { /* null, or an object of its optional properties */
+        const char *f;
+        const json_t *fv;
+        if (json_is_null(v))
+            return 1;
+        if (!json_is_object(v))
+            return 0;
+        json_object_foreach((json_t *)v, f, fv) {
+            const json_t *rule = json_object_get(json_object_get(entry, "properties"), f);
+            if (!rule || !satisfies(rule, fv))
+                return 0;
+        }
+        return 1;
+    }
     if (strcmp(type, "array") == 0) {
         size_t n = json_array_size(v);
         if (!json_is_array(v) ||
@@ -317,6 +331,31 @@ static void probe_key(const char *key, const json_t *entry, int overridable) {
                         "a string item");
         expect_rejected(key, repeat(json_real(2.0), 1), FHD_ERR_CONFIG_TYPE, item_path,
                         "a real item");
+    } else if (strcmp(type, "object") == 0) {
+        /* null (off), {} (every bound absent), each property at and past its bounds alone */
+        const json_t *props = json_object_get(entry, "properties");
+        const char *f;
+        const json_t *rule;
+        char fpath[300];
+        expect_accepted(&p, json_null(), "null");
+        expect_accepted(&p, json_object(), "an empty object");
+        json_object_foreach((json_t *)props, f, rule) {
+            snprintf(fpath, sizeof fpath, "$.%s.%s", key, f);
+            for (int upper = 0; upper < 2; upper++) {
+                expect_accepted(&p, json_pack("{s:o}", f, near_bound(rule, upper, 1)),
+                                upper ? "property at maximum" : "property at minimum");
+                expect_rejected(key, json_pack("{s:o}", f, near_bound(rule, upper, 0)),
+                                FHD_ERR_CONFIG_RANGE, fpath,
+                                upper ? "property above maximum" : "property below minimum");
+            }
+            expect_rejected(key, json_pack("{s:s}", f, "1"), FHD_ERR_CONFIG_TYPE, fpath,
+                            "a string property");
+        }
+        snprintf(fpath, sizeof fpath, "$.%s.no_such_bound", key);
+        expect_rejected(key, json_pack("{s:i}", "no_such_bound", 1), FHD_ERR_CONFIG_UNKNOWN_KEY,
+                        fpath, "an unknown property");
+        expect_rejected(key, json_integer(1), FHD_ERR_CONFIG_TYPE, path, "an integer");
+        expect_rejected(key, json_pack("[i]", 1), FHD_ERR_CONFIG_TYPE, path, "an array");
     }
 
     if (tc_check(p.have == 2, "schema %s: two different accepted values found", key)) {
@@ -348,7 +387,7 @@ void tc_schema_tests(void) {
         int numeric = strcmp(type, "integer") == 0 || strcmp(type, "number") == 0;
         tc_check(is_config_key(key), "parser knows schema key %s", key);
         tc_check(numeric || strcmp(type, "boolean") == 0 || strcmp(type, "string") == 0 ||
-                     strcmp(type, "array") == 0,
+                     strcmp(type, "array") == 0 || strcmp(type, "object") == 0,
                  "schema %s: type \"%s\" is known", key, type);
         tc_check(strlen(str_at(entry, "description")) > 10 &&
                      !strchr(str_at(entry, "description"), '\n'),

@@ -170,7 +170,10 @@ static void fill(fhd_learner *L) {
         maxq = q[i] > maxq ? q[i] : maxq;
     }
     must(L, L->ops->write(L->be, FHD_STATE_REPLAY_PRIORITY, 0, N, q), "write priorities");
-    fhd__backend_scalars sc = {0, 0, N, maxq};
+    fhd__backend_scalars sc;
+    memset(&sc, 0, sizeof sc);
+    sc.replay_size = N;
+    sc.max_priority_q = maxq;
     must(L, L->ops->set_scalars(L->be, &sc), "set_scalars");
     free(f);
     free(a);

@@ -21,6 +21,7 @@
  *   b<k>.obs .actions .rewards .next_obs .terminated [.discounts] [.weights]   batch of update k
  *   u<k>.stats                       f32 [loss, td_abs_mean, q_mean, grad_norm, update_index]
  *   u<k>.td (B, D), u<k>.targets (B) TD errors and targets returned by train_batch
+ *   u<k>.metrics                     u8 text: the metrics JSON after update k
  *   s<k>.<tensor>                    every named tensor after update k (online.*, target.*,
  *                                    grad.*, adam.m.*, adam.v.*, sn.online.*, sn.target.*)
  *   ck.q (B, KT), ck.actions (B, D)  with --checkpoint: after update K the learner is saved to
@@ -384,6 +385,14 @@ int main(int argc, char **argv) {
         record2(name, DT_F32, B, D, td);
         snprintf(name, sizeof name, "u%u.targets", k);
         record1(name, DT_F32, B, y);
+        {
+            static char mt[1 << 16];
+            size_t need = 0;
+            if (api->metrics(L, mt, sizeof mt, &need) != FHD_OK)
+                die("metrics failed", api->last_error(L));
+            snprintf(name, sizeof name, "u%u.metrics", k);
+            record1(name, DT_U8, strlen(mt), mt);
+        }
         snprintf(name, sizeof name, "s%u", k);
         snapshot(api, L, &ts, name);
     }

@@ -23,6 +23,8 @@ float32, with PyTorch building blocks:
             online net (double DQN) or of the target net.
   loss      (1/B) sum_i w_i (1/D) sum_d huber_delta | mse (Q_d(s_i, a_id) - y_i)
             + cql_alpha (1/B) sum_i (1/D) sum_d [logsumexp_a Q_d(s_i, a) - Q_d(s_i, a_id)]
+            - diversity_coef (1/B) sum_i (1/D) sum_d H(softmax(Q_d(s_i, .) / T)); its mean
+            entropy is compared with the plugin's metric diversity_entropy
   update    torch.nn.utils.clip_grad_norm_ (when max_grad_norm > 0), torch.optim.Adam / AdamW,
             updates += 1, every target_update_interval updates
             target <- tau * online + (1 - tau) * target and target u, v <- online u, v.
@@ -37,6 +39,12 @@ float32, with PyTorch building blocks:
             through Adam without masking the optimiser's output).
             Masks (online.<weight>_mask) must match exactly; a mask decided differently in
             the free replay is a branch point like a ReLU (see check_dump).
+
+  metrics   with detailed_metrics, per update (before clipping and the step): the gradient
+            norm of each conv, torso and head layer (W and b together), per branch the norm
+            of its action rows of the head's weight (advantage or q) and of their gradient,
+            and (double DQN) q_delta = mean over batch and branches of
+            |Q_online(s', a*) - Q_target(s', a*)|; compared with the plugin's metrics JSON.
 
 Two replays are compared against the plugin, tensor by tensor, after every update:
   free    the reference runs its own trajectory from the plugin's initial state (errors
@@ -355,6 +363,14 @@ def td_loss(spec, cfg, q, actions, y, w):
         lse = torch.stack([torch.logsumexp(q[:, o:o + k], dim=1)
                            for o, k in zip(spec.offs, spec.K)], dim=1)  # (B, D)
         loss = loss + alpha * (lse - qa).mean()
+    coef = float(cfg.get("diversity_coef", 0.0))
+    if coef > 0.0:  # - coef * mean_{i,d} H(softmax(Q_d(s_i, .) / T))
+        temp = float(cfg.get("diversity_temperature", 1.0))
+        ent = torch.stack([-(F.softmax(q[:, o:o + k] / temp, dim=1) *
+                             F.log_softmax(q[:, o:o + k] / temp, dim=1)).sum(dim=1)
+                           for o, k in zip(spec.offs, spec.K)], dim=1)  # (B, D)
+        loss = loss - coef * ent.mean()
+        td_loss.entropy = float(ent.detach().double().mean())
     return loss, qa
 
 
@@ -457,6 +473,8 @@ class Reference:
         named = self.online.params()
         for n, m in self.masks.items():  # the gradient reaching W_orig of W_orig * mask
             named[n].grad.mul_(m)
+        detail = self.detailed(qt, sel, a_star) if cfg.get("detailed_metrics") else None
+        entropy = td_loss.entropy if float(cfg.get("diversity_coef", 0.0)) > 0.0 else None
         params = list(self.online.params().values())
         # The norm the statistic is compared with: in float64. PyTorch's fp32 norm of a
         # million-entry gradient (the Nature CNN's) is off by ~2e-5 relative, the plugin's
@@ -503,7 +521,27 @@ class Reference:
             "branches": masks + [a_star] + [m.clone() for m in self.masks.values()],
             "stats": {"td_abs_mean": float(np.abs(td).mean()), "q_mean": float(qa_d.mean()),
                       "grad_norm": gnorm64, "q_abs_mean": float(qa_d.abs().mean())},
+            "detail": detail, "entropy": entropy,
         }
+
+    def detailed(self, qt, sel, a_star):
+        """detailed_metrics of this update (gradients before clipping, weights before the
+        step), in float64 sums."""
+        spec, P = self.spec, self.online.params()
+        norm = lambda ts: float(torch.sqrt(sum(t.detach().double().square().sum() for t in ts)))
+        layers = [[f"torso.conv{i}.{w}" for w in ("weight", "bias")] for i in range(spec.NC)]
+        layers += [[f"torso.{l}.{w}" for w in ("weight", "bias")] for l in range(spec.L)]
+        layers += [[n for n in P if n.startswith("head.")]]
+        hw = P["head.advantage.weight"] if spec.dueling else P["head.q.weight"]
+        rows = lambda t, d: t[spec.offs[d]:spec.offs[d] + spec.K[d]]
+        out = {"grad_norm_layers": [norm([P[n].grad for n in ns]) for ns in layers],
+               "head_weight_norms": [norm([rows(hw, d)]) for d in range(spec.D)],
+               "head_grad_norms": [norm([rows(hw.grad, d)]) for d in range(spec.D)],
+               "q_delta": None}
+        if self.cfg["double_dqn"]:
+            idx = a_star + torch.tensor(spec.offs)[None, :]
+            out["q_delta"] = float((sel.gather(1, idx) - qt.gather(1, idx)).abs().double().mean())
+        return out
 
     def tensors(self):
         """Every stateful tensor by the plugin's names."""
@@ -570,6 +608,28 @@ def compare_update(errs, rec, k, out, ref_tensors, mode):
     errs.add("stats", abs(st[2] - s["q_mean"]) / max(s["q_abs_mean"], TINY), where("q_mean"))
     errs.add("stats", abs(st[3] - s["grad_norm"]) / max(s["grad_norm"], TINY),
              where("grad_norm"))
+    if out.get("entropy") is not None:  # the diversity term's mean entropy
+        m = json.loads(bytes(rec[f"u{k}.metrics"]).decode())
+        e = m.get("diversity_entropy")
+        errs.add("stats", abs(e - out["entropy"]) / max(abs(out["entropy"]), TINY)
+                 if isinstance(e, float) else float("inf"), where("diversity_entropy"))
+    if out.get("detail") is not None:  # detailed_metrics against the plugin's metrics JSON
+        m = json.loads(bytes(rec[f"u{k}.metrics"]).decode())
+        d = out["detail"]
+        for key in ("grad_norm_layers", "head_weight_norms", "head_grad_norms"):
+            a, r = m.get(key), d[key]
+            if not isinstance(a, list) or len(a) != len(r):
+                errs.fails.append(("metrics", float("inf"), where(f"{key}: {a} vs {r}")))
+                continue
+            for i, (x, y) in enumerate(zip(a, r)):
+                cat = "stats" if key == "head_weight_norms" else "grad"
+                errs.add(cat, abs(x - y) / max(abs(y), TINY), where(f"{key}[{i}]"))
+        if d["q_delta"] is None:
+            if m.get("q_delta") is not None:
+                errs.fails.append(("metrics", float("inf"), where("q_delta without double DQN")))
+        else:  # near 0 after a target update: relative to the mean |Q(s, a)|
+            errs.add("stats", abs(m["q_delta"] - d["q_delta"]) / max(s["q_abs_mean"], TINY),
+                     where("q_delta"))
     ref = dict(ref_tensors)
     ref.update({f"grad.{n}": g for n, g in out["grads"].items()})
     sq = {}

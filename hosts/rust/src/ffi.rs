@@ -200,6 +200,8 @@ pub struct FhdTrainStats {
     pub td_abs_mean: f32,
     pub q_mean: f32,
     pub grad_norm: f32,
+    // appended after minor 1 (the training guard's skips); an older library leaves it 0
+    pub updates_skipped: u32,
 }
 
 /// step: the agent loop for N envs.
@@ -304,7 +306,7 @@ const _: () = assert!(size_of::<FhdError>() == 784, "fhd_error v1 size");
 const _: () = assert!(size_of::<FhdApiBase>() == 24, "fhd_api_base size");
 const _: () = assert!(size_of::<FhdActArgs>() == 48, "fhd_act_args minor 1 size");
 const _: () = assert!(size_of::<FhdTransitions>() == 80, "fhd_transitions minor 1 size");
-const _: () = assert!(size_of::<FhdTrainStats>() == 32, "fhd_train_stats size");
+const _: () = assert!(size_of::<FhdTrainStats>() == 40, "fhd_train_stats size");
 const _: () = assert!(size_of::<FhdStepArgs>() == 88, "fhd_step_args minor 1 size");
 const _: () = assert!(size_of::<FhdBatch>() == 96, "fhd_batch minor 1 size");
 const _: () = assert!(size_of::<FhdTensorInfo>() == 144, "fhd_tensor_info size");
@@ -333,6 +335,9 @@ mod offsets {
     const _: () = assert!(offset_of!(FhdStepArgs, obs_u8) == 64, "fhd_step_args minor 1 layout");
     const _: () = assert!(offset_of!(FhdStepArgs, valid) == 80, "fhd_step_args minor 1 layout");
     const _: () = assert!(offset_of!(FhdBatch, obs_u8) == 80, "fhd_batch minor 1 layout");
+    // appended after minor 1
+    const _: () = assert!(offset_of!(FhdTrainStats, updates_skipped) == 32,
+                          "fhd_train_stats updates_skipped layout");
 }
 
 /// Byte offset just past table member at `offset` of size 8 (FHD_API_HAS).
