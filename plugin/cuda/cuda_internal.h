@@ -369,7 +369,10 @@ int32_t fhd__cuda_poll_snapshots(fhd__backend *b);
 void fhd__cuda_poll_rate(fhd__backend *b);
 int32_t fhd__cuda_sync(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e);
-/* cuda_module.cpp: add a device buffer to the allocation list (cuda_conv.cpp's buffers) */
+/* cuda_buffers.cpp: plan and allocate every buffer (b->allocs), free them all (NULL-safe list);
+ * fhd__cuda_alloc_add adds a device buffer to the list (cuda_conv.cpp's buffers) */
+int32_t fhd__cuda_allocate_buffers(fhd__backend *b);
+void fhd__cuda_free_buffers(fhd__backend *b);
 void fhd__cuda_alloc_add(struct fhd__alloc_list *p, void *ptr, size_t bytes);
 /* cuda_conv.cpp (the conv torso; each does nothing without conv layers) */
 int32_t fhd__cuda_conv_check(fhd__backend *b);

@@ -44,55 +44,6 @@ int32_t fhd__cuda_failf(fhd__backend *b, int32_t code, const char *fmt, ...) {
     return code;
 }
 
-/* ---- the allocation list ------------------------------------------------------------------ */
-
-/* Every buffer of the backend is one item of this list: plan_buffers adds them, allocate takes
- * them in order, cuda_destroy frees them through the same list (b->allocs). */
-
-enum { MEM_DEVICE = 0, MEM_PINNED = 1 };
-
-typedef struct alloc_item {
-    void **ptr;
-    size_t bytes;
-    int kind;
-    int group; /* for the out-of-memory message */
-} alloc_item;
-
-enum { G_REPLAY = 0, G_TREE, G_PARAMS, G_ACT, G_WORK, G_COUNT };
-static const char *const group_names[G_COUNT] = {"replay ring", "sum tree",
-                                                 "parameters, gradient and Adam moments",
-                                                 "activations and batch", "workspaces and scratch"};
-
-struct fhd__alloc_list {
-    alloc_item items[160];
-    int n;
-    size_t dev[G_COUNT];
-    size_t pinned;
-};
-typedef fhd__alloc_list alloc_plan;
-
-static void plan_add(alloc_plan *p, void *ptr, size_t bytes, int kind, int group) {
-    if (p->n == (int)(sizeof p->items / sizeof p->items[0]))
-        return; /* cannot happen: 160 > the most items plan_buffers adds (about 110) */
-    alloc_item *it = &p->items[p->n++];
-    it->ptr = (void **)ptr;
-    it->bytes = bytes ? bytes : 16;
-    it->kind = kind;
-    it->group = group;
-    if (kind == MEM_DEVICE)
-        p->dev[group] += it->bytes;
-    else
-        p->pinned += it->bytes;
-}
-
-void fhd__cuda_alloc_add(struct fhd__alloc_list *p, void *ptr, size_t bytes) {
-    plan_add(p, ptr, bytes, MEM_DEVICE, G_ACT);
-}
-
-static double mib(size_t b) {
-    return (double)b / 1048576.0;
-}
-
 /* ---- destroy ---------------------------------------------------------------------------- */
 
 static void cuda_destroy(fhd__backend *b) {
@@ -133,15 +84,7 @@ static void cuda_destroy(fhd__backend *b) {
     }
     if (b->lt)
         cublasLtDestroy(b->lt);
-    if (b->allocs) { /* every buffer, through the list that allocated it, last first */
-        for (int i = b->allocs->n - 1; i >= 0; i--) {
-            alloc_item *it = &b->allocs->items[i];
-            if (*it->ptr)
-                (void)(it->kind == MEM_DEVICE ? cudaFree(*it->ptr) : cudaFreeHost(*it->ptr));
-            *it->ptr = NULL;
-        }
-        free(b->allocs);
-    }
+    fhd__cuda_free_buffers(b); /* every buffer, through the list that allocated it */
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++) {
         if (b->ev_snaps[i])
             cudaEventDestroy(b->ev_snaps[i]);
@@ -219,210 +162,6 @@ static int32_t create_objects(fhd__backend *b) {
     return FHD_OK;
 }
 
-static void plan_buffers(fhd__backend *b, alloc_plan *p) {
-    const fhd__layout *lo = &b->lo;
-    const uint64_t P = b->P, N = b->N, S = lo->S, D = lo->D, B = b->B, KT = lo->KT;
-    const uint64_t HO = lo->head_out, R = b->act_rows;
-    uint64_t W = 1; /* torso width: the target ping-pong and act buffers hold torso outputs */
-    for (uint32_t l = 0; l < lo->L; l++)
-        W = lo->layers[l].out > W ? lo->layers[l].out : W;
-    const size_t f = sizeof(float);
-    fhd__cuda_img *g = b->img;
-    /* replay: float32 rows, or (cuda_frames.h) uint8 rows or the frame-once replay */
-    if (!g->u8 && !g->frames) {
-        plan_add(p, &b->r_obs, N * S * f, MEM_DEVICE, G_REPLAY);
-        plan_add(p, &b->r_next, N * S * f, MEM_DEVICE, G_REPLAY);
-    }
-    /* ---- image observations (cuda_frames.h) ---- */
-    if (g->u8 && !g->frames) {
-        plan_add(p, &g->r_obs8, N * S, MEM_DEVICE, G_REPLAY);
-        plan_add(p, &g->r_next8, N * S, MEM_DEVICE, G_REPLAY);
-    }
-    if (g->frames) {
-        plan_add(p, &g->d_frames, g->M * g->fbytes, MEM_DEVICE, G_REPLAY);
-        plan_add(p, &g->d_t_obs, N * g->k * 8, MEM_DEVICE, G_REPLAY);
-        plan_add(p, &g->d_t_next, N * g->k * 8, MEM_DEVICE, G_REPLAY);
-        plan_add(p, &g->d_first_live, 8, MEM_DEVICE, G_REPLAY);
-        plan_add(p, &g->d_ts, g->ts_bytes, MEM_DEVICE, G_ACT);
-        plan_add(p, &g->cache, g->C * g->fbytes, MEM_PINNED, 0);
-        plan_add(p, &g->readback, g->fbytes, MEM_PINNED, 0);
-        plan_add(p, &g->h_ts[0], g->ts_bytes, MEM_PINNED, 0);
-        plan_add(p, &g->h_ts[1], g->ts_bytes, MEM_PINNED, 0);
-    }
-    if (g->cvt)
-        plan_add(p, &g->x_conv, 2 * B * S * f, MEM_DEVICE, G_ACT);
-    if (g->u8)
-        plan_add(p, &g->act_x8, R * S, MEM_DEVICE, G_ACT);
-    /* ---- */
-    plan_add(p, &b->r_act, N * D * 4, MEM_DEVICE, G_REPLAY);
-    plan_add(p, &b->r_ret, N * f, MEM_DEVICE, G_REPLAY);
-    plan_add(p, &b->r_disc, N * f, MEM_DEVICE, G_REPLAY);
-    if (b->prioritized)
-        plan_add(p, &b->nodes, 2 * (size_t)b->leaves * 8, MEM_DEVICE, G_TREE);
-    /* parameters */
-    plan_add(p, &b->params, (b->T + P) * f, MEM_DEVICE, G_PARAMS);
-    plan_add(p, &b->grad, P * f, MEM_DEVICE, G_PARAMS);
-    plan_add(p, &b->adam_m, P * f, MEM_DEVICE, G_PARAMS);
-    plan_add(p, &b->adam_v, P * f, MEM_DEVICE, G_PARAMS);
-    plan_add(p, &b->sn, 2 * lo->sn_size * f, MEM_DEVICE, G_PARAMS);
-    /* activations and batch */
-    for (uint32_t l = 0; l <= lo->L; l++) {
-        const uint64_t w = l == lo->L ? b->HOs : lo->layers[l].out;
-        /* pair_fwd0: h[0] holds the target's layer 0 too (cuda_plan.h) */
-        const uint64_t nets = l == 0 && b->plan.pair_fwd0 ? 2 : 1;
-        plan_add(p, &b->h[l], nets * b->rows_on * w * f, MEM_DEVICE, G_ACT);
-        plan_add(p, &b->dz[l], B * w * f, MEM_DEVICE, G_ACT);
-        if (b->plan.split_dx[l])
-            plan_add(p, &b->dxp[l], B * lo->layers[l].in * f, MEM_DEVICE, G_ACT);
-        if (b->plan.dz_t[l])
-            plan_add(p, &b->dzt[l], B * w * f, MEM_DEVICE, G_ACT);
-    }
-    if (b->plan.split_dw0 || b->plan.fuse_dw0) /* one further part, or a part per further chunk */
-        plan_add(p, &b->gpart0,
-                 (size_t)(b->plan.split_dw0 ? 1 : fhd__cuda_relu_dw_chunks(b->B) - 1) *
-                     lo->layers[0].out * lo->layers[0].in * f,
-                 MEM_DEVICE, G_WORK);
-    plan_add(p, &b->tg_a, B * W * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->tg_b, B * W * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->head_t, B * b->HOs * f, MEM_DEVICE, G_ACT);
-    /* obs | next_obs (float32, or uint8 rounded up to 16 bytes) | actions | R | disc | w */
-    b->gbatch_bytes = (g->u8 ? (2 * B * S + 15) / 16 * 16 : 2 * B * S * f) + (B * D + 3 * B) * f;
-    plan_add(p, &b->gbatch, b->gbatch_bytes, MEM_DEVICE, G_ACT);
-    fhd__cuda_conv_plan_buffers(b, p);
-    plan_add(p, &b->w_out, B * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->td, B * D * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->y, B * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->idx, B * 4, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->qs, B * 8, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->td_row, B * 4, MEM_DEVICE, G_ACT);
-    if (b->cfg.guard.on && b->prioritized) /* the training guard's staged priorities */
-        plan_add(p, &b->prio_stage, B * 8, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->act_x, R * S * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->act_a, R * W * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->act_b, R * W * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->act_head, R * b->HOs * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->act_q, R * KT * f, MEM_DEVICE, G_ACT);
-    plan_add(p, &b->act_greedy, R * D * 4, MEM_DEVICE, G_ACT);
-    /* replay staging rows (float32 or uint8 observations; the frame replay stages its own) */
-    const uint64_t stage_obs = g->frames ? 0 : S;
-    plan_add(p, &b->d_stage, (size_t)b->stage_rows * (2 * stage_obs + D + 2) * f, MEM_DEVICE,
-             G_ACT);
-    /* small state, scratch, workspaces */
-    plan_add(p, &b->st, sizeof(fhd__dev_scalars), MEM_DEVICE, G_WORK);
-    plan_add(p, &b->sn_sigma, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->sn_inv, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->sn_norms, 2 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
-    uint64_t scr = 0, sigma_blocks = 0;
-    for (uint32_t l = 0; l < lo->L; l++)
-        if (lo->layers[l].sn) {
-            const uint32_t m = lo->layers[l].out, k = lo->layers[l].in;
-            scr += fhd__cuda_sn_scratch_floats(m, k);
-            sigma_blocks += fhd__cuda_sn_job_blocks(SN_JOB_SIGMA, m, k);
-        }
-    plan_add(p, &b->sn_scratch, scr * f, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->sn_partial, 2 * sigma_blocks * 8, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->part_min, fhd__cuda_sample_grid(b->B) * 8, MEM_DEVICE, G_WORK);
-    const uint64_t lg = fhd__cuda_td_loss_grid(b->B);
-    plan_add(p, &b->colpart, lg * HO * f, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->statpart, lg * 4 * 8, MEM_DEVICE, G_WORK);
-    /* bias-gradient partials of the torso layers: ReLU-backward chunks, or loss blocks for the
-     * layer below the head when the loss kernel does its dx */
-    uint64_t bias_total = 0;
-    for (uint32_t l = 0; l < lo->L; l++) {
-        const uint64_t chunks = fhd__cuda_relu_bgrad_chunks(b->B);
-        const uint64_t parts = l + 1 == lo->L && lg > chunks ? lg : chunks;
-        plan_add(p, &b->bpart[l], parts * lo->layers[l].out * f, MEM_DEVICE, G_WORK);
-        bias_total += lo->layers[l].out;
-    }
-    bias_total += HO;
-    for (uint32_t c = 0; c < lo->NC; c++) /* the conv layers' biases are segments too */
-        bias_total += lo->conv[c].cout;
-    /* the optimiser grid: one block per 512 weights at most and per 32 biases, one more per
-     * segment */
-    plan_add(p, &b->opt_partial,
-             (P / FHD_OPT_CHUNK_MIN + bias_total / FHD_OPT_BIAS_COLS + 2 * FHD_OPT_MAX_SEGMENTS + 2) *
-                 4 * 8,
-             MEM_DEVICE, G_WORK);
-    plan_add(p, &b->clip, sizeof(fhd__clip_info), MEM_DEVICE, G_WORK);
-    plan_add(p, &b->counters, 64 * 4, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->d_one, 2 * f, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->ws_main, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->ws_side, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->ws_prio, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
-    if (b->plan.use_aux)
-        plan_add(p, &b->ws_aux, FHD_CUDA_WORKSPACE_BYTES, MEM_DEVICE, G_WORK);
-    /* pinned host buffers */
-    plan_add(p, &b->h_act_obs, R * S * f, MEM_PINNED, 0);
-    plan_add(p, &b->h_act_q, R * KT * f, MEM_PINNED, 0);
-    plan_add(p, &b->h_act_greedy, R * D * 4, MEM_PINNED, 0);
-    plan_add(p, &b->h_stage[0], (size_t)b->stage_rows * (2 * stage_obs + D + 2) * f, MEM_PINNED,
-             0);
-    plan_add(p, &b->h_stage[1], (size_t)b->stage_rows * (2 * stage_obs + D + 2) * f, MEM_PINNED,
-             0);
-    plan_add(p, &b->h_batch, b->gbatch_bytes, MEM_PINNED, 0);
-    plan_add(p, &b->h_tdy, (B * D + B) * f, MEM_PINNED, 0);
-    for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
-        plan_add(p, &b->h_snap[i], sizeof(fhd__dev_scalars), MEM_PINNED, 0);
-}
-
-static int32_t oom_message(fhd__backend *b, const alloc_plan *p, const char *what, size_t bytes) {
-    size_t fr = 0, tot = 0;
-    cudaMemGetInfo(&fr, &tot);
-    (void)cudaGetLastError();
-    size_t sum = 0;
-    for (int g = 0; g < G_COUNT; g++)
-        sum += p->dev[g];
-    char ring[160]; /* what the replay group holds */
-    if (b->img->frames)
-        snprintf(ring, sizeof ring,
-                 "%llu frames of %llu bytes + replay_capacity %u x (16 x frame_stack %u + 4 x "
-                 "%u actions + 8) bytes",
-                 (unsigned long long)b->img->M, (unsigned long long)b->img->fbytes, b->N,
-                 b->img->k, b->lo.D);
-    else
-        snprintf(ring, sizeof ring,
-                 "replay_capacity %u x (2 x obs_dim %u x %u + %u actions x 4 + 8) bytes", b->N,
-                 b->lo.S, b->img->u8 ? 1u : 4u, b->lo.D);
-    return fhd__cuda_failf(
-        b, FHD_ERR_OUT_OF_MEMORY,
-        "cuda backend: out of device memory (%s of %.1f MiB failed): the learner needs %.1f MiB "
-        "on %s: replay %.1f MiB (%s), sum tree %.1f MiB, parameters/gradient/Adam %.1f MiB "
-        "(%llu parameters), activations and batch %.1f MiB (batch_size %u), workspaces %.1f "
-        "MiB; the device has %.1f MiB free of %.1f MiB",
-        what, mib(bytes), mib(sum), b->device_name, mib(p->dev[G_REPLAY]), ring,
-        mib(p->dev[G_TREE]), mib(p->dev[G_PARAMS]), (unsigned long long)b->P, mib(p->dev[G_ACT]),
-        b->B, mib(p->dev[G_WORK]), mib(fr), mib(tot));
-}
-
-static int32_t allocate(fhd__backend *b, alloc_plan *p) {
-    size_t fr = 0, tot = 0, sum = 0;
-    FHD_CK(b, cudaMemGetInfo(&fr, &tot));
-    for (int g = 0; g < G_COUNT; g++)
-        sum += p->dev[g];
-    if (sum > fr)
-        return oom_message(b, p, "the plan", sum);
-    for (int i = 0; i < p->n; i++) {
-        alloc_item *it = &p->items[i];
-        cudaError_t e = it->kind == MEM_DEVICE ? cudaMalloc(it->ptr, it->bytes)
-                                               : cudaHostAlloc(it->ptr, it->bytes, 0);
-        if (e == cudaErrorMemoryAllocation) {
-            *it->ptr = NULL;
-            (void)cudaGetLastError();
-            return it->kind == MEM_DEVICE ? oom_message(b, p, group_names[it->group], it->bytes)
-                                          : fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY,
-                                                            "cuda backend: out of pinned host "
-                                                            "memory (%.1f MiB)",
-                                                            mib(it->bytes));
-        }
-        if (e != cudaSuccess) {
-            *it->ptr = NULL;
-            return fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaMalloc");
-        }
-    }
-    return FHD_OK;
-}
-
-/* Initial contents: parameters, SN vectors, zeroed state; all before the first update. */
 static int32_t initialise(fhd__backend *b, const float *params, const float *sn) {
     const fhd__layout *lo = &b->lo;
     const uint64_t P = b->P;
@@ -520,17 +259,10 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
     }
     if (rc == FHD_OK)
         rc = fhd__cuda_conv_create_events(b);
-    if (rc == FHD_OK) { /* cuda_destroy frees through the list whatever allocate got to */
-        b->allocs = (alloc_plan *)calloc(1, sizeof(alloc_plan));
-        if (!b->allocs)
-            rc = fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY, "cuda backend: out of host memory");
-    }
     if (rc == FHD_OK)
         rc = fhd__cuda_img_setup(b);
-    if (rc == FHD_OK) {
-        plan_buffers(b, b->allocs);
-        rc = allocate(b, b->allocs);
-    }
+    if (rc == FHD_OK) /* cuda_destroy frees through the list whatever this got to */
+        rc = fhd__cuda_allocate_buffers(b);
     if (rc == FHD_OK) { /* act's greedy actions straight into the pinned buffer, where mapped */
         void *dg = NULL;
         if (cudaHostGetDevicePointer(&dg, b->h_act_greedy, 0) == cudaSuccess)
