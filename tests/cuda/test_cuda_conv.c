@@ -11,11 +11,14 @@
  *     IS weights of every update identical (the CPU's priorities copied into the CUDA learner
  *     after each update so that both sample the same batches), parameters within tolerance
  *     after 30 updates; 200 more updates without a synchronisation of the training loop.
+ *   - checkpoints with the frame replay CPU -> CUDA (exact; then the same batches) -> CPU (exact).
  * FHD_CONV_SHORT=1 (for compute-sanitizer) runs the first configuration with 20 more updates.
  * Tolerances are relative L2 errors, as test_cuda_parity.c: FP32 differs only in summation
  * order; TF32 forwards round GEMM inputs to 10 mantissa bits.
  */
 #include "cuda_test.h"
+
+#include <unistd.h>
 
 typedef struct variant {
     const char *name;
@@ -297,6 +300,54 @@ static void check_train(const variant *v, fhd_learner *Lc, fhd_learner *Lg) {
     free(pc);
 }
 
+/* Checkpoints both ways with the frame replay: the CPU learner's file into a fresh CUDA
+ * learner, both train the same batches (the CPU's priorities copied over), then the CUDA
+ * learner's file into a fresh CPU learner, whose parameters must equal the CUDA ones exactly. */
+static void check_checkpoint(const variant *v, fhd_learner *Lc, const char *jc, const char *jg) {
+    char pa[128], pb[128];
+    snprintf(pa, sizeof pa, "/tmp/fhd_conv_cpu_%d.safetensors", (int)getpid());
+    snprintf(pb, sizeof pb, "/tmp/fhd_conv_cuda_%d.safetensors", (int)getpid());
+    const uint64_t P2 = 2 * Lc->lo.num_params;
+    const uint32_t B = Lc->cfg.batch_size, N = Lc->cfg.replay_capacity;
+    int32_t rc = fhd__checkpoint_save(Lc, pa, FHD_CKPT_INCLUDE_REPLAY);
+    ct_check(rc == FHD_OK, "%s: cpu checkpoint_save (%s)", v->name, rc == FHD_OK ? "" : Lc->err);
+    fhd_learner *Lg = ct_create_cuda(jg);
+    rc = fhd__checkpoint_load(Lg, pa, FHD_CKPT_INCLUDE_REPLAY);
+    ct_check(rc == FHD_OK, "%s: cuda checkpoint_load of the cpu file (%s)", v->name,
+             rc == FHD_OK ? "" : Lg->err);
+    compare_floats("parameters after cpu -> cuda", v, Lc, Lg, FHD_STATE_PARAMS, P2, 0.0);
+    uint32_t *ic = (uint32_t *)malloc(4 * B), *ig = (uint32_t *)malloc(4 * B);
+    uint64_t *q = (uint64_t *)malloc(8 * (size_t)N);
+    int same = 1;
+    for (int k = 0; k < 5; k++) {
+        same &= fhd__learner_train(Lc, 1, NULL) == FHD_OK && fhd__learner_train(Lg, 1, NULL) == FHD_OK;
+        ct_read(Lc, FHD_STATE_LAST_INDICES, 0, B, ic);
+        ct_read(Lg, FHD_STATE_LAST_INDICES, 0, B, ig);
+        same &= memcmp(ic, ig, 4 * B) == 0;
+        ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, q);
+        Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, q);
+    }
+    ct_check(same, "%s: the resumed CUDA learner samples the CPU's batches", v->name);
+    compare_floats("parameters 5 updates after the load", v, Lc, Lg, FHD_STATE_PARAMS, P2,
+                   v->tol_param);
+    rc = fhd__checkpoint_save(Lg, pb, FHD_CKPT_INCLUDE_REPLAY);
+    ct_check(rc == FHD_OK, "%s: cuda checkpoint_save (%s)", v->name, rc == FHD_OK ? "" : Lg->err);
+    fhd_learner *Lc2 = ct_create(jc, NULL);
+    rc = Lc2 ? fhd__checkpoint_load(Lc2, pb, FHD_CKPT_INCLUDE_REPLAY) : FHD_ERR_INTERNAL;
+    ct_check(rc == FHD_OK, "%s: cpu checkpoint_load of the cuda file (%s)", v->name,
+             rc == FHD_OK || !Lc2 ? "" : Lc2->err);
+    if (Lc2)
+        compare_floats("parameters after cuda -> cpu", v, Lg, Lc2, FHD_STATE_PARAMS, P2, 0.0);
+    remove(pa);
+    remove(pb);
+    free(ic);
+    free(ig);
+    free(q);
+    fhd__learner_destroy(Lg);
+    if (Lc2)
+        fhd__learner_destroy(Lc2);
+}
+
 int main(void) {
     ct_require_gpu();
     /* FHD_CONV_SHORT (compute-sanitizer): the first configuration, fewer updates */
@@ -322,8 +373,9 @@ int main(void) {
         Lc = ct_create(jc, NULL);
         Lg = ct_create_cuda(jg);
         check_train(v, Lc, Lg);
-        fhd__learner_destroy(Lc);
         fhd__learner_destroy(Lg);
+        check_checkpoint(v, Lc, jc, jg);
+        fhd__learner_destroy(Lc);
     }
     return ct_finish();
 }
