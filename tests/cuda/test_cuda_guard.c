@@ -190,9 +190,9 @@ static void test_train(const char *name, const char *extra, uint64_t opt_two) {
         ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, qc);
         ct_read(Lg, FHD_STATE_REPLAY_PRIORITY, 0, N, qg);
         /* the two run free for 70 updates: quantised priorities agree but where a TD error
-         * differs in its last bits or, after such a difference, a sampled row differs (229 of
-         * 256 on the H200); a skipped update's rows entering the tree would differ on every
-         * row of that batch, for every skip */
+         * differs in its last bits or, after such a difference, a sampled row differs; a
+         * skipped update's rows entering the tree would differ on every row of that batch, for
+         * every skip */
         uint64_t same = 0;
         for (uint64_t i = 0; i < N; i++)
             same += qc[i] == qg[i];
