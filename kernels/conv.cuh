@@ -1,8 +1,8 @@
 /* conv.cuh - the non-GEMM parts of a convolutional torso on the CUDA backend (host-includable
  * declarations). The GEMMs go through cuBLASLt (plugin/cuda/cuda_conv.cpp).
  *
- * A conv layer is a linear layer over rows = images x output positions (docs/design.md, section
- * 8): activations are kept channels-last, y (n hw, cout) row-major (row (i, oh, ow)), so that
+ * A conv layer is a linear layer over rows = images x output positions (docs/design.md section
+ * 5, "Conv torsos"): activations are kept channels-last, y (n hw, cout) row-major (row (i, oh, ow)), so that
  *   forward   y (n hw, cout)     = relu(col (n hw, ckk) W^T + b)       one GEMM, bias+ReLU epilogue
  *   dW        dW (cout, ckk)     = dz^T (cout, n hw) col (n hw, ckk)   one GEMM over K = n hw
  *   dcol      dcol (n hw, ckk)   = dz (n hw, cout) W (cout, ckk)       one GEMM
