@@ -1,5 +1,6 @@
 /* cuda_conv.cpp - the convolutional torso on the CUDA backend: its buffers, its GEMM plans and
- * what it records into the update graph and the act graphs (docs/design.md section 5, "Conv torsos").
+ * what it records into the update graph and the act graphs (docs/design.md section 5, "Conv
+ * torsos").
  *
  * Each conv layer c is a linear layer over rows = images x output positions (kernels/conv.cuh):
  * im2col, then one cuBLASLt GEMM with the bias+ReLU epilogue into a channels-last output; the
