@@ -5,18 +5,18 @@
 #include "divisor.h"
 
 #define CONV_THREADS 256
-#define DZ_LANES 32   /* channels a block works on at once: one per lane */
-#define DZ_GROUPS 32  /* row groups: one per warp (dz blocks have 1024 threads) */
-#define DZ_ROWS 128    /* rows per chunk: 4 per warp */
+#define DZ_LANES 32      /* channels a block works on at once: one per lane */
+#define DZ_GROUPS 32     /* row groups: one per warp (dz blocks have 1024 threads) */
+#define DZ_ROWS 128      /* rows per chunk: 4 per warp */
 #define DZ_MAX_PARTS 512 /* blocks per channel chunk: the bias partials the optimiser adds */
 #define DZ_THREADS (32 * DZ_GROUPS)
 
 /* x_i's value at (ci, ih, iw) of the learner's dtype times scale, or of a channels-last
  * activation; the caller checks the bounds. */
 template <int KIND>
-static __device__ __forceinline__ float in_at(const void *__restrict__ x, uint64_t base, float scale,
-                                              const fhd__conv_geom &g, uint32_t ci, int ih,
-                                              int iw) {
+static __device__ __forceinline__ float in_at(const void *__restrict__ x, uint64_t base,
+                                              float scale, const fhd__conv_geom &g, uint32_t ci,
+                                              int ih, int iw) {
     if (KIND == FHD_CONV_IN_NHWC)
         return __ldg((const float *)x + base + ((uint64_t)ih * g.win + iw) * g.cin + ci);
     const uint64_t at = base + ((uint64_t)ci * g.hin + ih) * g.win + iw;
@@ -48,8 +48,8 @@ __global__ void __launch_bounds__(CONV_THREADS)
             const bool row_in = ih >= 0 && ih < (int)g.hin;
             bool done = false;
             if (KIND == FHD_CONV_IN_U8 && V == 4 && row_in && iw0 >= 0 && iw0 + 3 < (int)g.win) {
-                const uint8_t *px = (const uint8_t *)x + base +
-                                    ((uint64_t)ci * g.hin + ih) * g.win + iw0;
+                const uint8_t *px =
+                    (const uint8_t *)x + base + ((uint64_t)ci * g.hin + ih) * g.win + iw0;
                 if (((uintptr_t)px & 3) == 0) {
                     const uchar4 u = __ldg((const uchar4 *)px);
                     v[0] = scale * (float)u.x;
@@ -121,11 +121,11 @@ static void launch_im2col_hwc(float *col, const float *x, uint64_t x_stride, uin
     const fhd_divisor a = fhd_divisor_make(run), b = fhd_divisor_make(g->cin / V),
                       c = fhd_divisor_make(g->k), d = fhd_divisor_make(g->wout);
     if (v4)
-        fhd_im2col_hwc_kernel<4><<<grid, CONV_THREADS, 0, stream>>>(col, x, x_stride, n, *g, a, b,
-                                                                    c, d);
+        fhd_im2col_hwc_kernel<4>
+            <<<grid, CONV_THREADS, 0, stream>>>(col, x, x_stride, n, *g, a, b, c, d);
     else
-        fhd_im2col_hwc_kernel<1><<<grid, CONV_THREADS, 0, stream>>>(col, x, x_stride, n, *g, a, b,
-                                                                    c, d);
+        fhd_im2col_hwc_kernel<1>
+            <<<grid, CONV_THREADS, 0, stream>>>(col, x, x_stride, n, *g, a, b, c, d);
 }
 
 template <int KIND>
@@ -171,8 +171,8 @@ __global__ void __launch_bounds__(CONV_THREADS)
         }
 }
 
-cudaError_t fhd__cuda_conv_flatten(float *flat, const float *y, uint32_t n, uint32_t hw,
-                                   uint32_t c, cudaStream_t stream) {
+cudaError_t fhd__cuda_conv_flatten(float *flat, const float *y, uint32_t n, uint32_t hw, uint32_t c,
+                                   cudaStream_t stream) {
     uint64_t gx = fhd_cdiv((uint64_t)hw * c, CONV_THREADS);
     gx = gx < 2 ? 2 : (gx > 4096 ? 4096 : gx); /* never a 1x1x1 grid */
     fhd_conv_flatten_kernel<<<dim3((unsigned)gx, image_grid(n)), CONV_THREADS, 0, stream>>>(
@@ -188,10 +188,9 @@ uint32_t fhd__cuda_conv_dz_parts(uint64_t rows) {
 /* d(pre-activation) of one element before the mask: row r = i hw + pos of the layer's output,
  * channel ch. */
 template <bool FLAT>
-static __device__ __forceinline__ float dz_source(const float *__restrict__ src, uint32_t r,
-                                                  uint32_t ch, uint32_t hw, uint32_t c,
-                                                  const fhd__conv_geom &g, fhd_divisor d_hw,
-                                                  fhd_divisor d_w) {
+static __device__ __forceinline__ float
+dz_source(const float *__restrict__ src, uint32_t r, uint32_t ch, uint32_t hw, uint32_t c,
+          const fhd__conv_geom &g, fhd_divisor d_hw, fhd_divisor d_w) {
     const uint32_t i = fhd_divide(d_hw, r), pos = r - i * hw;
     if (FLAT)
         return __ldg(src + (uint64_t)i * hw * c + (uint64_t)ch * hw + pos);
@@ -271,11 +270,11 @@ cudaError_t fhd__cuda_conv_dz(float *dz, float *partial, const float *h, const f
     const dim3 grid(fhd__cuda_conv_dz_parts(rows), (unsigned)fhd_cdiv(c, DZ_LANES));
     const fhd_divisor d_hw = fhd_divisor_make(hw), d_w = fhd_divisor_make(from_flat ? 1 : g->win);
     if (from_flat)
-        fhd_conv_dz_kernel<true><<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw,
-                                                                    c, *g, d_hw, d_w);
+        fhd_conv_dz_kernel<true>
+            <<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw, c, *g, d_hw, d_w);
     else
-        fhd_conv_dz_kernel<false><<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows,
-                                                                     hw, c, *g, d_hw, d_w);
+        fhd_conv_dz_kernel<false>
+            <<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw, c, *g, d_hw, d_w);
     return cudaGetLastError();
 }
 

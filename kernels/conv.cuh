@@ -2,7 +2,8 @@
  * declarations). The GEMMs go through cuBLASLt (plugin/cuda/cuda_conv.cpp).
  *
  * A conv layer is a linear layer over rows = images x output positions (docs/design.md section
- * 5, "Conv torsos"): activations are kept channels-last, y (n hw, cout) row-major (row (i, oh, ow)), so that
+ * 5, "Conv torsos"): activations are kept channels-last, y (n hw, cout) row-major (row (i, oh,
+ * ow)), so that
  *   forward   y (n hw, cout)     = relu(col (n hw, ckk) W^T + b)       one GEMM, bias+ReLU epilogue
  *   dW        dW (cout, ckk)     = dz^T (cout, n hw) col (n hw, ckk)   one GEMM over K = n hw
  *   dcol      dcol (n hw, ckk)   = dz (n hw, cout) W (cout, ckk)       one GEMM
@@ -32,7 +33,8 @@ enum { FHD_CONV_IN_NHWC = 0, FHD_CONV_IN_F32 = 1, FHD_CONV_IN_U8 = 2 };
  *   observation rows (first layer): column (ci k + kh) k + kw = scale x_i[ci][ih][iw], W's own
  *   (cin, kh, kw) order;
  *   a channels-last activation (FHD_CONV_IN_NHWC): column (kh k + kw) cin + ci, so that reads
- *   and writes are both contiguous; the GEMMs then take W in that order (fhd__cuda_conv_permute). */
+ *   and writes are both contiguous; the GEMMs then take W in that order
+ *   (fhd__cuda_conv_permute). */
 cudaError_t fhd__cuda_im2col(float *col, const void *x, int kind, float scale, uint64_t x_stride,
                              uint32_t n, const fhd__conv_geom *g, cudaStream_t stream);
 

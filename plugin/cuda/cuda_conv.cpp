@@ -26,8 +26,8 @@
 #include "cuda_internal.h"
 
 static fhd__conv_geom geom(const fhd__conv_layer *cv) {
-    fhd__conv_geom g = {cv->cin, cv->hin, cv->win, cv->cout, cv->hout, cv->wout,
-                        cv->k,   cv->stride, cv->pad, cv->ckk, cv->hw};
+    fhd__conv_geom g = {cv->cin, cv->hin,    cv->win, cv->cout, cv->hout, cv->wout,
+                        cv->k,   cv->stride, cv->pad, cv->ckk,  cv->hw};
     return g;
 }
 
@@ -251,10 +251,10 @@ void fhd__cuda_conv_opt_segments(fhd__backend *b, fhd__opt_args *a) {
     const fhd__cuda_conv *cv = &b->conv;
     for (uint32_t c = 0; c < cv->NC; c++) {
         const fhd__conv_layer *ly = &b->lo.conv[c];
-        fhd__opt_segment w = {ly->w_off, (uint64_t)ly->cout * ly->ckk, -1, 0, 0, 0, NULL, 0,
-                              NULL, 0};
-        fhd__opt_segment bias = {ly->b_off, ly->cout, -1, 0, 0, 0, cv->bpart[c], cv->bparts[c],
-                                 NULL, 0};
+        fhd__opt_segment w = {ly->w_off, (uint64_t)ly->cout * ly->ckk, -1, 0, 0, 0, NULL, 0, NULL,
+                              0};
+        fhd__opt_segment bias = {ly->b_off,    ly->cout,      -1,   0, 0, 0,
+                                 cv->bpart[c], cv->bparts[c], NULL, 0};
         a->seg[a->nseg++] = w;
         a->seg[a->nseg++] = bias;
     }

@@ -27,8 +27,8 @@ typedef struct variant {
     double tol_fwd, tol_param;
 } variant;
 
-#define COMMON                                                                                 \
-    "\"num_envs\": 4, \"seed\": 11, \"lr\": 0.001, \"max_grad_norm\": 1.0, "                   \
+#define COMMON                                                                                     \
+    "\"num_envs\": 4, \"seed\": 11, \"lr\": 0.001, \"max_grad_norm\": 1.0, "                       \
     "\"learning_starts\": 0, \"replay_capacity\": 256, "
 
 static const variant variants[] = {
@@ -93,7 +93,8 @@ static void check_act(const variant *v, fhd_learner *Lc, fhd_learner *Lg) {
     const uint32_t n = 64, D = Lc->lo.D, KT = Lc->lo.KT;
     uint64_t s = 5;
     void *obs = make_obs(Lc, n, &s);
-    float *qc = (float *)malloc(sizeof(float) * n * KT), *qg = (float *)malloc(sizeof(float) * n * KT);
+    float *qc = (float *)malloc(sizeof(float) * n * KT),
+          *qg = (float *)malloc(sizeof(float) * n * KT);
     int32_t *ac = (int32_t *)malloc(4 * n * D), *ag = (int32_t *)malloc(4 * n * D);
     fhd_act_args a = FHD_ACT_ARGS_INIT;
     a.num_obs = n;
@@ -279,8 +280,8 @@ static void check_train(const variant *v, fhd_learner *Lc, fhd_learner *Lg) {
     compare_floats("parameters after 30 updates", v, Lc, Lg, FHD_STATE_PARAMS,
                    2 * Lc->lo.num_params, v->tol_param * 5);
     char msg[256];
-    int32_t rc = Lg->ops->check_invariants ? Lg->ops->check_invariants(Lg->be, msg, sizeof msg)
-                                           : FHD_OK;
+    int32_t rc =
+        Lg->ops->check_invariants ? Lg->ops->check_invariants(Lg->be, msg, sizeof msg) : FHD_OK;
     ct_check(rc == FHD_OK, "%s: CUDA invariants (%s)", v->name, rc == FHD_OK ? "ok" : msg);
     const uint64_t sync0 = ct_sync_count(Lg);
     rc = fhd__learner_train(Lg, getenv("FHD_CONV_SHORT") ? 20 : 200, NULL);
@@ -320,7 +321,8 @@ static void check_checkpoint(const variant *v, fhd_learner *Lc, const char *jc, 
     uint64_t *q = (uint64_t *)malloc(8 * (size_t)N);
     int same = 1;
     for (int k = 0; k < 5; k++) {
-        same &= fhd__learner_train(Lc, 1, NULL) == FHD_OK && fhd__learner_train(Lg, 1, NULL) == FHD_OK;
+        same &=
+            fhd__learner_train(Lc, 1, NULL) == FHD_OK && fhd__learner_train(Lg, 1, NULL) == FHD_OK;
         ct_read(Lc, FHD_STATE_LAST_INDICES, 0, B, ic);
         ct_read(Lg, FHD_STATE_LAST_INDICES, 0, B, ig);
         same &= memcmp(ic, ig, 4 * B) == 0;
