@@ -42,6 +42,7 @@
 #include "checkpoint_header.h"
 #include "checkpoint_io.h"
 #include "checkpoint_state.h"
+#include "checkpoint_trim.h"
 #include "learner.h"
 #include "priority.h"
 
@@ -70,6 +71,7 @@ typedef struct load_ctx {
     int prio_over;
     const char *nonfinite; /* first float tensor holding NaN or Inf, and the element */
     uint64_t nonfinite_at;
+    unsigned char *fill; /* FHD_CKPT_CHUNK_BYTES for the rest of shortened replay tensors */
 } load_ctx;
 
 static int32_t failf(load_ctx *c, int32_t code, const char *fmt, ...)
@@ -496,6 +498,26 @@ static int32_t check_values(load_ctx *c) {
     return FHD_OK;
 }
 
+/* Shortened replay tensors: their lengths against the counters; the priorities grown to the
+ * whole length (one write), the fill buffer of the others' unused rows. */
+static int32_t check_rows(load_ctx *c) {
+    char msg[768];
+    int32_t rc = fhd__ck_trim_check(&c->cat, &c->cfg, &c->sc, msg, sizeof msg);
+    if (rc != FHD_OK)
+        return failf(c, rc, "%s", msg);
+    for (uint32_t i = 0; i < c->cat.n; i++) {
+        fhd__ck_tensor *t = &c->cat.t[i];
+        if (t->source == FHD_CK_SRC_BACKEND && t->kind == FHD_STATE_REPLAY_PRIORITY &&
+            fhd__ck_tensor_expand(t) != 0)
+            return failf(c, FHD_ERR_OUT_OF_MEMORY,
+                         "out of memory for tensor \"%s\"; the learner is unchanged", t->name);
+    }
+    c->fill = malloc(FHD_CKPT_CHUNK_BYTES);
+    if (!c->fill)
+        return failf(c, FHD_ERR_OUT_OF_MEMORY, "out of memory; the learner is unchanged");
+    return FHD_OK;
+}
+
 static int32_t check_same_file(load_ctx *c) {
     struct stat now;
     if (fstat(c->fd, &now) != 0)
@@ -566,6 +588,8 @@ static int32_t apply(load_ctx *c) {
                 continue;
             if (t->source == FHD_CK_SRC_BACKEND) {
                 rc = L->ops->write(L->be, t->kind, t->offset, t->count, t->data);
+                if (rc == FHD_OK && t->rows != FHD_CK_ROWS_ALL) /* the unused rows */
+                    rc = fhd__ck_write_rest(L, t, c->fill);
                 if (rc != FHD_OK)
                     return backend_fail(c, rc,
                                         "writing the replay (the learner's state is now "
@@ -629,6 +653,8 @@ static int32_t load(load_ctx *c) {
     }
     if (rc == FHD_OK)
         rc = check_values(c);
+    if (rc == FHD_OK && c->load_replay)
+        rc = check_rows(c);
     if (rc == FHD_OK)
         rc = check_same_file(c);
     if (rc == FHD_OK)
@@ -658,5 +684,6 @@ int32_t fhd__ck_load(fhd_learner *L, const char *path, uint32_t flags) {
     free(c.header);
     fhd__ck_catalog_free(&c.cat);
     free(c.crc);
+    free(c.fill);
     return rc;
 }
