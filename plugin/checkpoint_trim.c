@@ -125,17 +125,25 @@ int fhd__ck_tensor_expand(fhd__ck_tensor *t) {
     return 0;
 }
 
-int32_t fhd__ck_write_rest(fhd_learner *L, const fhd__ck_tensor *t, unsigned char *buf) {
-    const uint64_t full = fhd__ck_full_count(t);
+int32_t fhd__ck_fill_range(fhd_learner *L, const fhd__ck_tensor *t, uint64_t e0, uint64_t e1,
+                           unsigned char *buf) {
     const size_t es = fhd__ck_dtype_size(t->dtype);
     const uint64_t per = FHD_CKPT_CHUNK_BYTES / es;
-    if (t->count < full)
+    if (e0 < e1)
         memset(buf, fhd__ck_fill_byte(t), FHD_CKPT_CHUNK_BYTES);
-    for (uint64_t e = t->count; e < full; e += per) {
-        const uint64_t m = full - e < per ? full - e : per;
+    for (uint64_t e = e0; e < e1; e += per) {
+        const uint64_t m = e1 - e < per ? e1 - e : per;
         int32_t rc = L->ops->write(L->be, t->kind, t->offset + e, m, buf);
         if (rc != FHD_OK)
             return rc;
     }
     return FHD_OK;
+}
+
+uint64_t fhd__ck_rest_end(const fhd__ck_tensor *t, const fhd__ck_used *mine) {
+    const uint64_t full = fhd__ck_full_count(t);
+    if (t->rows == FHD_CK_ROWS_ALL || t->full_rows == 0)
+        return t->count;
+    const uint64_t end = mine->rows[t->rows] * (full / t->full_rows);
+    return end > full ? full : end < t->count ? t->count : end;
 }

@@ -52,10 +52,15 @@ int fhd__ck_fill_byte(const fhd__ck_tensor *t);
 /* Element count of tensor t at its whole length. */
 uint64_t fhd__ck_full_count(const fhd__ck_tensor *t);
 
-/* Writer of the rest: elements [t->count, full count) of t's backend state set to the fill
- * value, in chunks from buf (FHD_CKPT_CHUNK_BYTES, overwritten). FHD_OK or the backend's
- * status. */
-int32_t fhd__ck_write_rest(fhd_learner *L, const fhd__ck_tensor *t, unsigned char *buf);
+/* Elements [e0, e1) of t's backend state set to the fill value, in chunks from buf
+ * (FHD_CKPT_CHUNK_BYTES of scratch). FHD_OK or the backend's status. */
+int32_t fhd__ck_fill_range(fhd_learner *L, const fhd__ck_tensor *t, uint64_t e0, uint64_t e1,
+                           unsigned char *buf);
+
+/* End of the elements of shortened tensor t (t->count loaded) that a learner whose used rows
+ * are `mine` may hold other than the fill value: its rows beyond both lengths already hold it
+ * (the rule above), so a load fills [t->count, end) only, not the whole storage. */
+uint64_t fhd__ck_rest_end(const fhd__ck_tensor *t, const fhd__ck_used *mine);
 
 /* Reader: tensor t's data (t->data, t->count elements) grown to the whole length with the
  * fill value, for a state whose write must be one call (the priorities: each write rebuilds

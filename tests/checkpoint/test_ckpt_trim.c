@@ -8,7 +8,8 @@
  * the same bytes, and trains on bitwise as the original; the same file with the storage at
  * full length (what earlier versions wrote) loads to the same state; a shortened tensor whose
  * length disagrees with the counters, or longer than the storage, is refused as damaged and
- * leaves the learner as it was; a replay that has wrapped is written whole.
+ * leaves the learner as it was; a replay that has wrapped is written whole; a frame replay
+ * saved before its first transition was stored resumes exactly.
  * usage: test_ckpt_trim SCRATCH_DIR */
 #include "ckpt_common.h"
 #include "checkpoint_state.h"
@@ -266,11 +267,23 @@ static void test_pixels(const char *dir) {
     CHECK(st_write(full_path, &f, NULL, 0) == 0, "write the full file");
     CHECK(file_size(full_path) > whole, "the full file holds the whole storage");
     printf("pixels: the same state at full length: %" PRIu64 " bytes\n", file_size(full_path));
-    fhd_learner *Q = create(pix_cfg);
-    observe(Q, 0, 2600, 33);
+    fhd_learner *Q = create(pix_cfg); /* a longer history than L's, not wrapped */
+    observe(Q, 0, 60, 33);
     CHECK(fhd__checkpoint_load(Q, full_path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK,
           "load the full file: %s", Q->err);
     same_state(L, Q, "loaded at full length");
+
+    /* without the replay: an empty replay, whatever the learner held (wrapped or not) */
+    fhd_learner *F = create(pix_cfg), *G = create(pix_cfg);
+    observe(G, 0, 60, 3);
+    CHECK(fhd__checkpoint_load(F, b_path, 0) == FHD_OK &&
+              fhd__checkpoint_load(G, b_path, 0) == FHD_OK &&
+              fhd__checkpoint_load(R0, b_path, 0) == FHD_OK,
+          "load without the replay: %s", R0->err);
+    same_state(F, G, "flags 0 over 60 steps");
+    same_state(F, R0, "flags 0 over a wrapped replay");
+    fhd__learner_destroy(F);
+    fhd__learner_destroy(G);
 
     /* training goes on bitwise alike, past the wrap of both rings */
     observe(L, 20, 2500, 0);
@@ -353,6 +366,32 @@ static void test_rows(const char *dir) {
     fhd__learner_destroy(R);
 }
 
+/* Saved before the first transition was stored (n_step 3, one step): frames but no live
+ * transition; the load keeps the frames the staging refers to. */
+static void test_early(const char *dir) {
+    const char *cfg =
+        "{\"obs_shape\": [4, 16, 16], \"obs_dtype\": \"uint8\", \"frame_stack\": 4, "
+        "\"actions\": [4, 3], \"hidden\": [16], \"batch_size\": 4, \"replay_capacity\": 64, "
+        "\"num_envs\": 2, \"n_step\": 3, \"seed\": 5}";
+    fhd_learner *A = create(cfg), *B = create(cfg);
+    observe(A, 0, 1, 0);
+    observe(B, 0, 40, 8); /* B's storage wrapped */
+    char path[600];
+    snprintf(path, sizeof path, "%s/early.safetensors", dir);
+    uint64_t fc[3];
+    CHECK(A->ops->read(A->be, FHD_STATE_FRAME_COUNTERS, 0, 3, fc) == FHD_OK && fc[0] > 0 &&
+              fc[1] == 0,
+          "frames %" PRIu64 ", transitions %" PRIu64, fc[0], fc[1]);
+    CHECK(fhd__checkpoint_save(A, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "save: %s", A->err);
+    CHECK(fhd__checkpoint_load(B, path, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "load: %s", B->err);
+    same_state(A, B, "saved before the first transition");
+    observe(A, 1, 5, 0);
+    observe(B, 1, 5, 0);
+    same_state(A, B, "saved before the first transition, 5 steps on");
+    fhd__learner_destroy(A);
+    fhd__learner_destroy(B);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         printf("usage: test_ckpt_trim SCRATCH_DIR\n");
@@ -361,5 +400,6 @@ int main(int argc, char **argv) {
     make_dirs(argv[1]);
     test_pixels(argv[1]);
     test_rows(argv[1]);
+    test_early(argv[1]);
     return fhd_test_finish();
 }
