@@ -8,7 +8,8 @@
  * every tensor is copied out of the learner in chunks of at most 4 MiB (ops->read for backend
  * state) while its CRC-64 is computed, then the header is rewritten in place with the real
  * checksums (the same length). A multi-gigabyte replay buffer therefore needs no second copy
- * in memory. The file is written as "<path>.tmp.<pid>.XXXXXX" in the target's directory,
+ * in memory; the replay storage is written up to its used rows (checkpoint_trim.h). The file
+ * is written as "<path>.tmp.<pid>.XXXXXX" in the target's directory,
  * fsynced, renamed over the target and the directory fsynced: a reader sees the old file or
  * the new one, never a mixture; on failure the temporary file is removed and the old file is
  * intact. A state holding NaN or Inf in a float tensor is refused (FHD_ERR_DIVERGED): the
@@ -28,6 +29,7 @@
 #include "checkpoint_header.h"
 #include "checkpoint_io.h"
 #include "checkpoint_state.h"
+#include "checkpoint_trim.h"
 #include "learner.h"
 
 #ifndef FHD_VERSION_STRING
@@ -128,8 +130,13 @@ static int32_t save(save_ctx *c, uint32_t flags) {
     if (rc != FHD_OK)
         return fhd__fail(L, rc, "checkpoint_save: out of memory");
     rc = fhd__ck_scalars_get(L, &c->sc);
+    fhd__ck_used used;
+    if (rc == FHD_OK && include_replay) /* the replay storage: its used rows only */
+        rc = fhd__ck_used_of(L, &c->sc, &used);
     if (rc != FHD_OK)
         return fhd__fail(L, rc, "checkpoint_save: %s", L->ops->error(L->be));
+    if (include_replay)
+        fhd__ck_catalog_trim(&c->cat, &used);
     c->crc = malloc(sizeof(*c->crc));
     c->buf = malloc(FHD_CKPT_CHUNK_BYTES);
     json_t *meta = metadata(L, include_replay);

@@ -1,5 +1,6 @@
 /* checkpoint_header.c - writing and checking the JSON header of a checkpoint. */
 #include "checkpoint_header.h"
+#include "checkpoint_trim.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -300,6 +301,11 @@ static int32_t check_entry(const json_t *e, fhd__ck_tensor *t, char *msg, size_t
         ok = get_u64(json_array_get(shape, d), &s[d]) == 0;
     if (ok)
         shape_text(s, (uint32_t)json_array_size(shape), got, sizeof got);
+    /* replay storage: its used rows or all of them; the data check compares the length with
+     * the counters (fhd__ck_trim_check) */
+    if (ok && json_array_size(shape) == t->rank && t->rows != FHD_CK_ROWS_ALL &&
+        memcmp(s + 1, t->shape + 1, sizeof(uint64_t) * 3) == 0)
+        fhd__ck_tensor_set_rows(t, s[0] <= t->full_rows ? s[0] : t->full_rows);
     if (!ok || json_array_size(shape) != t->rank || memcmp(s, t->shape, sizeof s) != 0)
         return CORRUPT("tensor \"%s\" has shape %s; this config needs %s", t->name, got, want);
     uint64_t b, en;

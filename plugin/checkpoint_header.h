@@ -43,8 +43,9 @@ int32_t fhd__ck_header_parse(const char *text, size_t len, json_t **root, const 
                              char *msg, size_t cap);
 
 /* Check every tensor entry of `root` against catalogue `c`: no unknown or missing tensor,
- * exactly the keys dtype/shape/data_offsets, the expected dtype and shape, data_offsets whose
- * length is the tensor's size, contiguous from 0, without overlap, ending at data_bytes; and a
+ * exactly the keys dtype/shape/data_offsets, the expected dtype and shape (replay storage:
+ * dimension 0 at most the whole length, which sets the tensor's rows; checkpoint_trim.h),
+ * data_offsets whose length is the tensor's size, contiguous from 0, without overlap, ending at data_bytes; and a
  * well-formed "checksum.<name>" for each tensor and no other checksum key. Fills begin/end/crc
  * of each catalogue tensor and sorts the catalogue by begin. Returns FHD_OK or
  * FHD_ERR_CHECKPOINT_CORRUPT with a message. */

@@ -10,22 +10,23 @@
  *      valid config;
  *   3. compatibility with the learner: replay requested but absent, architecture fields
  *      (FHD_ERR_CHECKPOINT_MISMATCH naming the field and both values);
- *   4. tensors: exactly the catalogue of the recorded config, dtypes, shapes, data_offsets
- *      contiguous from 0 and covering the data section to the end of the file, checksums
- *      well-formed;
+ *   4. tensors: exactly the catalogue of the recorded config, dtypes, shapes (the replay
+ *      storage at its used or its whole length: checkpoint_trim.h), data_offsets contiguous
+ *      from 0 and covering the data section to the end of the file, checksums well-formed;
  *   5. data: every tensor the load applies is read once from the one open descriptor into
  *      memory and its CRC-64 compared; value checks that protect the learner (action indices,
- *      ring positions, priority leaves, counters, finiteness). Without FHD_CKPT_INCLUDE_REPLAY
- *      the replay group (storage, staging, step state) is neither read nor held: its offsets
- *      were checked in 4, its bytes are not used;
- *   6. apply: what was read and validated is written into the learner; nothing is read from
- *      the file any more, so a file changed while it is loaded is either refused (checksums,
- *      or its size/mtime changed) or loaded as it was read, and a refusal changes nothing.
+ *      ring positions, priority leaves, counters, finiteness, the replay storage's length
+ *      against its counters). Without FHD_CKPT_INCLUDE_REPLAY the replay group (storage,
+ *      staging, step state) is neither read nor held: its offsets were checked in 4, its
+ *      bytes are not used;
+ *   6. apply (checkpoint_apply.c): what was read and validated is written into the learner;
+ *      nothing is read from the file any more, so a file changed while it is loaded is either
+ *      refused (checksums, or its size/mtime changed) or loaded as it was read, and a refusal
+ *      changes nothing.
  * With the replay, the file's replay storage is staged in memory between 5 and 6: a load needs
- * the learner's own replay size once more, transiently (FHD_ERR_OUT_OF_MEMORY, learner
- * unchanged, when that is not available).
+ * the file's replay bytes (its used rows) once more, transiently (FHD_ERR_OUT_OF_MEMORY,
+ * learner unchanged, when that is not available).
  */
-#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -35,49 +36,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint_header.h"
 #include "checkpoint_io.h"
+#include "checkpoint_load.h"
 #include "checkpoint_state.h"
+#include "checkpoint_trim.h"
 #include "learner.h"
 #include "priority.h"
 
-typedef struct load_ctx {
-    fhd_learner *L;
-    const char *path;
-    uint32_t flags;
-    int fd;
-    struct stat st;
-    uint64_t size, hlen, data0; /* file size, header length, file offset of the data */
-    char *header;
-    json_t *root;
-    const json_t *meta;
-    fhd__config cfg; /* recorded in the file */
-    fhd__layout lo;
-    int has_replay, load_replay;
-    fhd__ck_catalog cat;
-    fhd__crc64 *crc;
-    fhd__ck_scalars sc; /* from the file */
-    /* streamed value checks */
-    int bad_action;
-    uint64_t bad_action_at;
-    int32_t bad_action_value;
-    uint64_t prio_first_zero, prio_nonzero_end, prio_over_at;
-    uint64_t prio_max, prio_max_at; /* largest leaf and its slot */
-    int prio_over;
-    const char *nonfinite; /* first float tensor holding NaN or Inf, and the element */
-    uint64_t nonfinite_at;
-} load_ctx;
-
-static int32_t failf(load_ctx *c, int32_t code, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static int32_t failf(load_ctx *c, int32_t code, const char *fmt, ...) {
+int32_t fhd__ck_load_fail(load_ctx *c, int32_t code, const char *fmt, ...) {
     char text[768];
     va_list ap;
     va_start(ap, fmt);
@@ -85,6 +55,8 @@ static int32_t failf(load_ctx *c, int32_t code, const char *fmt, ...) {
     va_end(ap);
     return fhd__fail(c->L, code, "checkpoint_load: %s: %s", c->path, text);
 }
+
+#define failf fhd__ck_load_fail
 
 static int32_t io_error(load_ctx *c, const char *what) {
     int e = errno;
@@ -496,6 +468,13 @@ static int32_t check_values(load_ctx *c) {
     return FHD_OK;
 }
 
+/* Shortened replay tensors hold exactly the used rows the file's counters give. */
+static int32_t check_rows(load_ctx *c) {
+    char msg[768];
+    int32_t rc = fhd__ck_trim_check(&c->cat, &c->cfg, &c->sc, msg, sizeof msg);
+    return rc == FHD_OK ? FHD_OK : fhd__ck_load_fail(c, rc, "%s", msg);
+}
+
 static int32_t check_same_file(load_ctx *c) {
     struct stat now;
     if (fstat(c->fd, &now) != 0)
@@ -503,110 +482,6 @@ static int32_t check_same_file(load_ctx *c) {
     if (now.st_size != c->st.st_size || now.st_mtim.tv_sec != c->st.st_mtim.tv_sec ||
         now.st_mtim.tv_nsec != c->st.st_mtim.tv_nsec)
         return failf(c, FHD_ERR_IO, "the file was modified while it was being loaded");
-    return FHD_OK;
-}
-
-/* ---- 6. apply ----------------------------------------------------------------------------- */
-
-static int32_t backend_fail(load_ctx *c, int32_t rc, const char *what) {
-    return failf(c, rc, "%s: %s backend: %s", what, c->L->ops->name, c->L->ops->error(c->L->be));
-}
-
-/* Empty the learner's replay, n-step staging and step() state: the state of a new learner.
- * `updates` is kept as the backend's update counter. */
-static int32_t reset_replay(load_ctx *c, uint64_t updates, uint64_t skipped) {
-    fhd_learner *L = c->L;
-    fhd__ck_catalog mine;
-    if (fhd__ck_catalog_build(&L->cfg, &L->lo, 1, &mine) != FHD_OK)
-        return failf(c, FHD_ERR_OUT_OF_MEMORY, "out of memory");
-    /* zeros in chunks from a read-only anonymous mapping: every page is the kernel's zero
-     * page, so emptying a replay costs no resident memory (malloc + memset would) */
-    void *map = mmap(NULL, FHD_CKPT_CHUNK_BYTES, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    const unsigned char *zero = map == MAP_FAILED ? NULL : (const unsigned char *)map;
-    int32_t rc = zero ? FHD_OK : FHD_ERR_OUT_OF_MEMORY;
-    for (uint32_t i = 0; i < mine.n && rc == FHD_OK; i++) {
-        const fhd__ck_tensor *t = &mine.t[i];
-        if (!t->replay_group || t->source == FHD_CK_SRC_SCALAR)
-            continue;
-        if (t->source == FHD_CK_SRC_FRONT) {
-            memset(fhd__ck_field_ptr(L, &c->sc, t->field), 0, (size_t)t->bytes);
-            continue;
-        }
-        const uint64_t per = FHD_CKPT_CHUNK_BYTES / fhd__ck_dtype_size(t->dtype);
-        for (uint64_t e = 0; e < t->count && rc == FHD_OK; e += per) {
-            uint64_t m = t->count - e < per ? t->count - e : per;
-            rc = L->ops->write(L->be, t->kind, e, m, zero);
-        }
-    }
-    fhd__ck_catalog_free(&mine);
-    if (zero)
-        munmap(map, FHD_CKPT_CHUNK_BYTES);
-    if (rc == FHD_ERR_OUT_OF_MEMORY)
-        return failf(c, rc, "out of memory");
-    L->have_prev = 0;
-    fhd__backend_scalars bs = {updates, 0, 0, fhd__prio_quantize(1.0), skipped};
-    if (rc == FHD_OK)
-        rc = L->ops->set_scalars(L->be, &bs);
-    return rc == FHD_OK ? FHD_OK : backend_fail(c, rc, "emptying the replay");
-}
-
-static int32_t apply(load_ctx *c) {
-    fhd_learner *L = c->L;
-    const fhd__ck_scalars *s = &c->sc;
-    int32_t rc;
-    if (c->load_replay) {
-        /* the staged replay; the priorities first: their write may need memory (the CUDA
-         * backend rebuilds the tree on the host), and failing there changes nothing yet. The
-         * other writes fail only on a device error. */
-        for (uint32_t k = 0; k < 2 * c->cat.n; k++) {
-            const fhd__ck_tensor *t = &c->cat.t[k % c->cat.n];
-            const int prio =
-                t->source == FHD_CK_SRC_BACKEND && t->kind == FHD_STATE_REPLAY_PRIORITY;
-            if (!t->replay_group || (k < c->cat.n) != prio)
-                continue;
-            if (t->source == FHD_CK_SRC_BACKEND) {
-                rc = L->ops->write(L->be, t->kind, t->offset, t->count, t->data);
-                if (rc != FHD_OK)
-                    return backend_fail(c, rc,
-                                        "writing the replay (the learner's state is now "
-                                        "undefined)");
-            } else if (t->source == FHD_CK_SRC_FRONT) {
-                memcpy(fhd__ck_field_ptr(L, &c->sc, t->field), t->data, (size_t)t->bytes);
-            }
-        }
-        L->have_prev = s->have_prev;
-    } else {
-        rc = reset_replay(c, s->updates, s->skipped);
-        if (rc != FHD_OK)
-            return rc;
-    }
-    for (uint32_t i = 0; i < c->cat.n; i++) {
-        const fhd__ck_tensor *t = &c->cat.t[i];
-        if (t->replay_group)
-            continue;
-        if (t->source == FHD_CK_SRC_BACKEND) {
-            rc = L->ops->write(L->be, t->kind, t->offset, t->count, t->data);
-            if (rc != FHD_OK)
-                return backend_fail(c, rc,
-                                    "applying the checkpoint (the learner's state is now "
-                                    "undefined)");
-        } else if (t->source == FHD_CK_SRC_FRONT) {
-            memcpy(fhd__ck_field_ptr(L, &c->sc, t->field), t->data, (size_t)t->bytes);
-        }
-    }
-    if (c->load_replay) {
-        fhd__backend_scalars bs = {s->updates, s->replay_pos, s->replay_size, s->max_priority_q,
-                                   s->skipped};
-        rc = L->ops->set_scalars(L->be, &bs);
-        if (rc != FHD_OK)
-            return backend_fail(c, rc, "applying the checkpoint's counters");
-    }
-    L->act_calls = s->explore_counter;
-    L->env_steps = s->env_steps;
-    L->episodes = s->episodes;
-    L->recent_count = s->recent_count;
-    L->recent_pos = s->recent_pos;
-    L->last_episode_return = s->last_return;
     return FHD_OK;
 }
 
@@ -629,10 +504,14 @@ static int32_t load(load_ctx *c) {
     }
     if (rc == FHD_OK)
         rc = check_values(c);
+    if (rc == FHD_OK && c->load_replay)
+        rc = check_rows(c);
+    if (rc == FHD_OK)
+        rc = fhd__ck_apply_prepare(c);
     if (rc == FHD_OK)
         rc = check_same_file(c);
     if (rc == FHD_OK)
-        rc = apply(c);
+        rc = fhd__ck_apply(c);
     return rc;
 }
 
@@ -658,5 +537,6 @@ int32_t fhd__ck_load(fhd_learner *L, const char *path, uint32_t flags) {
     free(c.header);
     fhd__ck_catalog_free(&c.cat);
     free(c.crc);
+    free(c.fill);
     return rc;
 }

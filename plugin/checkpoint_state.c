@@ -83,6 +83,14 @@ static void add_backend(builder *b, const char *name, int dtype, uint32_t rank,
     t->streamed = streamed;
 }
 
+/* The last tensor added may be shortened to its used rows (group `rows`). */
+static void rows_of_last(builder *b, int rows) {
+    if (!b->failed && b->n > 0) {
+        b->t[b->n - 1].rows = rows;
+        b->t[b->n - 1].full_rows = b->t[b->n - 1].shape[0];
+    }
+}
+
 static int data_order(const void *x, const void *y) {
     const fhd__ck_tensor *a = (const fhd__ck_tensor *)x, *b = (const fhd__ck_tensor *)y;
     size_t sa = fhd__ck_dtype_size(a->dtype), sb = fhd__ck_dtype_size(b->dtype);
@@ -132,30 +140,40 @@ int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int
             const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1; /* frames / obs */
             add_backend(&b, "replay.frames", obs_dt, 2, DIMS(M, S / k),
                         u8 ? FHD_STATE_FRAMES_U8 : FHD_STATE_FRAMES, 0, 1, 1);
+            rows_of_last(&b, FHD_CK_ROWS_FRAMES);
             add_backend(&b, "replay.frame_refs", FHD_CK_U64, 1, DIMS(M, 0), FHD_STATE_FRAME_REFS,
                         0, 1, 1);
+            rows_of_last(&b, FHD_CK_ROWS_FRAMES);
             add_backend(&b, "replay.obs_ids", FHD_CK_U64, 2, DIMS(N, k), FHD_STATE_REPLAY_OBS_ID,
                         0, 1, 1);
+            rows_of_last(&b, FHD_CK_ROWS_SLOTS);
             add_backend(&b, "replay.next_ids", FHD_CK_U64, 2, DIMS(N, k),
                         FHD_STATE_REPLAY_NEXT_ID, 0, 1, 1);
+            rows_of_last(&b, FHD_CK_ROWS_SLOTS);
             add_backend(&b, "replay.frame_counters", FHD_CK_U64, 1, DIMS(3, 0),
                         FHD_STATE_FRAME_COUNTERS, 0, 1, 1);
         } else {
             add_backend(&b, "replay.obs", obs_dt, 2, DIMS(N, S),
                         u8 ? FHD_STATE_REPLAY_OBS_U8 : FHD_STATE_REPLAY_OBS, 0, 1, 1);
+            rows_of_last(&b, FHD_CK_ROWS_SLOTS);
             add_backend(&b, "replay.next_obs", obs_dt, 2, DIMS(N, S),
                         u8 ? FHD_STATE_REPLAY_NEXT_OBS_U8 : FHD_STATE_REPLAY_NEXT_OBS, 0, 1, 1);
+            rows_of_last(&b, FHD_CK_ROWS_SLOTS);
         }
         add_backend(&b, "replay.actions", FHD_CK_I32, 2, DIMS(N, D),
                     FHD_STATE_REPLAY_ACTIONS, 0, 1, 1);
+        rows_of_last(&b, FHD_CK_ROWS_SLOTS);
         add_backend(&b, "replay.returns", FHD_CK_F32, 1, DIMS(N, 0),
                     FHD_STATE_REPLAY_RETURNS, 0, 1, 1);
+        rows_of_last(&b, FHD_CK_ROWS_SLOTS);
         add_backend(&b, "replay.discounts", FHD_CK_F32, 1, DIMS(N, 0),
                     FHD_STATE_REPLAY_DISC, 0, 1, 1);
-        if (cfg->replay == FHD_REPLAY_PRIORITIZED)
+        rows_of_last(&b, FHD_CK_ROWS_SLOTS);
+        if (cfg->replay == FHD_REPLAY_PRIORITIZED) {
             add_backend(&b, "replay.priorities", FHD_CK_U64, 1, DIMS(N, 0),
-                    FHD_STATE_REPLAY_PRIORITY, 0,
-                        1, 1);
+                        FHD_STATE_REPLAY_PRIORITY, 0, 1, 1);
+            rows_of_last(&b, FHD_CK_ROWS_SLOTS);
+        }
         /* n-step staging rings */
         if (frames) {
             const uint64_t k = cfg->frame_stack ? cfg->frame_stack : 1;

@@ -84,6 +84,14 @@ typedef enum {
     FHD_CKF_LAST_FRAME
 } fhd__ck_field;
 
+/* Rows of the replay storage a checkpoint writes (checkpoint_trim.h): all of them, or only
+ * the used ones, counted in transition slots or in frame rows. */
+typedef enum {
+    FHD_CK_ROWS_ALL = 0, /* not shortened */
+    FHD_CK_ROWS_SLOTS,   /* (N, ...) per transition slot */
+    FHD_CK_ROWS_FRAMES   /* (M, ...) per frame row of the frame-once replay */
+} fhd__ck_rows;
+
 typedef struct fhd__ck_tensor {
     char name[96];
     int dtype;     /* fhd__ck_dtype */
@@ -93,6 +101,8 @@ typedef struct fhd__ck_tensor {
     uint64_t bytes;   /* count * dtype size */
     int replay_group; /* 1: written only with FHD_CKPT_INCLUDE_REPLAY */
     int streamed;     /* replay storage: never held whole in memory */
+    int rows;         /* fhd__ck_rows: replay storage the file may hold only the used rows of */
+    uint64_t full_rows; /* shape[0] of the whole storage (rows != FHD_CK_ROWS_ALL) */
     int source;       /* fhd__ck_source */
     int kind;         /* FHD_CK_SRC_BACKEND: backend state kind */
     uint64_t offset;  /* FHD_CK_SRC_BACKEND: first element in that kind */
@@ -111,7 +121,8 @@ typedef struct fhd__ck_catalog {
 } fhd__ck_catalog;
 
 /* Build the catalogue of a checkpoint of `cfg` (layout `lo`) with or without the replay group,
- * and assign data_offsets contiguously in data order. Returns FHD_OK or FHD_ERR_OUT_OF_MEMORY. */
+ * the replay storage at its whole size (fhd__ck_catalog_trim shortens it), and assign
+ * data_offsets contiguously in data order. Returns FHD_OK or FHD_ERR_OUT_OF_MEMORY. */
 int32_t fhd__ck_catalog_build(const fhd__config *cfg, const fhd__layout *lo, int include_replay,
                               fhd__ck_catalog *out);
 void fhd__ck_catalog_free(fhd__ck_catalog *c);

@@ -34,7 +34,8 @@ void fhd__cpu_frames_alloc(fhd__backend *b, int *ok) {
     b->fk = b->cfg.frame_stack ? b->cfg.frame_stack : 1;
     b->fbytes = b->ob / b->fk;
     b->M = fhd__config_frame_capacity(&b->cfg);
-    b->f_rows = *ok ? calloc((size_t)b->M, (size_t)b->fbytes) : NULL; /* zero: saved whole */
+    /* zero, f_ref FHD_FRAME_NONE: what a checkpoint leaves out of the rows never written */
+    b->f_rows = *ok ? calloc((size_t)b->M, (size_t)b->fbytes) : NULL;
     b->f_ref = *ok ? malloc(sizeof(uint64_t) * b->M) : NULL;
     b->t_obs = *ok ? calloc(N * b->fk, sizeof(uint64_t)) : NULL;
     b->t_next = *ok ? calloc(N * b->fk, sizeof(uint64_t)) : NULL;

@@ -203,12 +203,14 @@ static void test_failures(void) {
     t.truncated = &f;
     CHECK(api->observe(L, &t) == FHD_OK, "observe");
 
-    /* the file system refuses to grow the temporary file past 1 MiB */
+    /* the file system refuses to grow the temporary file past half the old file (the new
+     * one, one transition more, is longer) */
+    CHECK(n0 > 4096, "the first checkpoint is %zu bytes", n0);
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit old, lim;
     getrlimit(RLIMIT_FSIZE, &old);
     lim = old;
-    lim.rlim_cur = 1 << 20;
+    lim.rlim_cur = (rlim_t)(n0 / 2);
     setrlimit(RLIMIT_FSIZE, &lim);
     int32_t rc = api->checkpoint_save(L, path, FHD_CKPT_INCLUDE_REPLAY);
     setrlimit(RLIMIT_FSIZE, &old);
