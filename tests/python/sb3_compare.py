@@ -6,8 +6,8 @@ hyperparameters, then the same evaluation for both; prints one JSON line.
         python3 tests/python/sb3_compare.py ours CartPole-v1 0
     # SB3 2.4.1: a venv with system site packages over the Debian python (torch 1.13)
     build-sb3venv/bin/python tests/python/sb3_compare.py sb3 CartPole-v1 0
-    # medians and the Mann-Whitney U test over a file of such lines
-    python3 tests/python/sb3_compare.py summary bench/log/2026-12-01-sb3-compare.jsonl
+    # medians and the Mann-Whitney U test over files of such lines
+    python3 tests/python/sb3_compare.py summary bench/log/2026-12-0[12]-sb3-compare.jsonl
 
 Both sides run one thread (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)). Evaluation:
 the final policy, greedy, 20 episodes of a fresh env seeded seed + 10007 on its first reset.
@@ -33,6 +33,11 @@ ZOO = {
                        target_update_interval=250, train_freq=4, gradient_steps=-1,
                        exploration_fraction=0.12, exploration_final_eps=0.1,
                        policy_kwargs={"net_arch": [256, 256]}),
+    "MountainCar-v0": dict(n_timesteps=120_000, learning_rate=4e-3, batch_size=128,
+                           buffer_size=10_000, learning_starts=1000, gamma=0.98,
+                           target_update_interval=600, train_freq=16, gradient_steps=8,
+                           exploration_fraction=0.2, exploration_final_eps=0.07,
+                           policy_kwargs={"net_arch": [256, 256]}),
 }
 EVAL_EPISODES = 20
 
@@ -92,9 +97,9 @@ def mann_whitney(a, b):
     return u, extreme / total
 
 
-def summary(path):
+def summary(paths):
     import statistics
-    rows = [json.loads(line) for line in open(path) if line.strip()]
+    rows = [json.loads(line) for path in paths for line in open(path) if line.strip()]
     out = []
     for env_id in sorted({r["env"] for r in rows}):
         by = {impl: [r for r in rows if r["env"] == env_id and r["impl"] == impl]
@@ -116,7 +121,7 @@ def summary(path):
 
 def main(argv):
     if argv[0] == "summary":
-        summary(argv[1])
+        summary(argv[1:])
         return 0
     impl, env_id, seed = argv[0], argv[1], int(argv[2])
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
