@@ -23,6 +23,30 @@
     "\"replay\": \"prioritized\", \"target_update_interval\": 5, \"cql_alpha\": 0.1, "             \
     "\"seed\": 11}"
 
+/* A deterministic train_batch batch of n rows (obs, next (n, S), act (n, D), rew (n), term (n)
+ * all 0) over buffers the caller owns: b refers to them. */
+static inline void rel_batch(fhd_batch *b, int n, float *obs, float *next, int32_t *act,
+                             float *rew, uint8_t *term) {
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < REL_S; j++) {
+            obs[i * REL_S + j] = 0.1f * (float)(i + j) - 0.2f;
+            next[i * REL_S + j] = 0.05f * (float)(i - j);
+        }
+        act[i * REL_D] = i % 2;
+        act[i * REL_D + 1] = i % 3;
+        rew[i] = 0.5f * (float)i;
+        term[i] = 0;
+    }
+    fhd_batch z = FHD_BATCH_INIT;
+    *b = z;
+    b->batch_size = (uint32_t)n;
+    b->obs = obs;
+    b->actions = act;
+    b->rewards = rew;
+    b->next_obs = next;
+    b->terminated = term;
+}
+
 /* One observe call of step `s` of a deterministic toy stream (some episodes end). */
 static inline int32_t rel_observe(const fhd_api_v1 *api, fhd_learner *L, int s) {
     float obs[REL_E * REL_S], next[REL_E * REL_S], rew[REL_E];

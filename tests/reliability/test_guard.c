@@ -83,24 +83,10 @@ static float td_out[GD_B * REL_D], y_out[GD_B]; /* batch()'s TD errors and targe
 static int32_t batch(fhd_learner *L, float ret1, fhd_train_stats *st) {
     float obs[GD_B * REL_S], next[GD_B * REL_S], rew[GD_B];
     int32_t act[GD_B * REL_D];
-    uint8_t term[GD_B] = {0};
-    for (int i = 0; i < GD_B; i++) {
-        for (int j = 0; j < REL_S; j++) {
-            obs[i * REL_S + j] = 0.1f * (float)(i + j) - 0.2f;
-            next[i * REL_S + j] = 0.05f * (float)(i - j);
-        }
-        act[i * REL_D] = i % 2;
-        act[i * REL_D + 1] = i % 3;
-        rew[i] = 0.5f * (float)i;
-    }
+    uint8_t term[GD_B];
+    fhd_batch b;
+    rel_batch(&b, GD_B, obs, next, act, rew, term);
     rew[1] = ret1;
-    fhd_batch b = FHD_BATCH_INIT;
-    b.batch_size = GD_B;
-    b.obs = obs;
-    b.actions = act;
-    b.rewards = rew;
-    b.next_obs = next;
-    b.terminated = term;
     b.td_errors = td_out;
     b.targets = y_out;
     for (int i = 0; i < GD_B * REL_D; i++)

@@ -165,25 +165,11 @@ static void test_returns(void) {
 static int32_t batch(fhd_learner *L, float obs0, float ret0) {
     float obs[DV_B * REL_S], next[DV_B * REL_S], rew[DV_B];
     int32_t act[DV_B * REL_D];
-    uint8_t term[DV_B] = {0};
-    for (int i = 0; i < DV_B; i++) {
-        for (int j = 0; j < REL_S; j++) {
-            obs[i * REL_S + j] = 0.1f * (float)(i + j) - 0.2f;
-            next[i * REL_S + j] = 0.05f * (float)(i - j);
-        }
-        act[i * REL_D] = i % 2;
-        act[i * REL_D + 1] = i % 3;
-        rew[i] = 0.5f * (float)i;
-    }
+    uint8_t term[DV_B];
+    fhd_batch b;
+    rel_batch(&b, DV_B, obs, next, act, rew, term);
     obs[0] = obs0;
     rew[1] = ret0;
-    fhd_batch b = FHD_BATCH_INIT;
-    b.batch_size = DV_B;
-    b.obs = obs;
-    b.actions = act;
-    b.rewards = rew;
-    b.next_obs = next;
-    b.terminated = term;
     return api->train_batch(L, &b, NULL);
 }
 
