@@ -55,6 +55,10 @@ def parse_args(argv):
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="N")
     p.add_argument("--max-minutes", type=float, default=0.0,
                    help="stop training after this wall time, save, exit 0 (0: no limit)")
+    p.add_argument("--target-return", type=float, metavar="R",
+                   help="stop training once the mean raw return of the last --target-games "
+                        "games reaches R (then evaluate; eval.json records the wall time)")
+    p.add_argument("--target-games", type=int, default=16, metavar="K")
     p.add_argument("--log-every", type=int, default=10000, metavar="N")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--eval-epsilon", type=float, default=atari.EVAL_EPSILON)
@@ -66,6 +70,8 @@ def parse_args(argv):
         p.error("--steps, --envs and --log-every must be >= 1")
     if a.checkpoint_every < 0 or a.eval_episodes < 0 or a.max_minutes < 0 or a.threads < 0:
         p.error("--checkpoint-every, --eval-episodes, --max-minutes, --threads must be >= 0")
+    if a.target_games < 1:
+        p.error("--target-games must be >= 1")
     if not 0.0 <= a.eval_epsilon <= 1.0 or a.eval_envs < 1:
         p.error("--eval-epsilon must be in [0, 1] and --eval-envs >= 1")
     try:
@@ -274,8 +280,16 @@ class Run:
         tmp.write_text(json.dumps(self.counters()), encoding="utf-8")
         os.replace(tmp, self.ckpt.parent / STATE_FILE)
 
+    def reached_target(self):
+        """--target-return: the mean raw return of the last --target-games games reaches it."""
+        a = self.args
+        k = a.target_games
+        return (a.target_return is not None and len(self.recent) >= k and
+                float(np.mean(self.recent[-k:])) >= a.target_return)
+
     def train(self, stop):
-        """Until the target, a stop request or the wall budget; returns why it stopped."""
+        """Until --steps, --target-return, a stop request or the wall budget; returns why it
+        stopped: done, target, interrupted or budget."""
         a = self.args
         start = self.total_steps()
         next_log = (start // a.log_every + 1) * a.log_every
@@ -290,6 +304,8 @@ class Run:
             self.loop.step()
             if self.loop.episodes:
                 self.drain_games()
+                if self.reached_target():
+                    return "target"
             s = self.total_steps()
             if s >= next_log:
                 self.log.interval(self.metrics())
@@ -317,6 +333,7 @@ def load_state(args):
 
 
 def main(argv=None):
+    t_process = time.monotonic()  # the wall time to a score counts the start (learner, envs)
     args = parse_args(argv)
     from .errors import ConfigError, FoxhuntError
     from .learner import Learner
@@ -333,10 +350,10 @@ def main(argv=None):
         print(f"error: {exc}", file=sys.stderr)
         return 1
     with learner:
-        return _run(args, learner, cfg_path, cfg, FoxhuntError)
+        return _run(args, learner, cfg_path, cfg, FoxhuntError, t_process)
 
 
-def _run(args, learner, cfg_path, cfg, FoxhuntError):
+def _run(args, learner, cfg_path, cfg, FoxhuntError, t_process):
     seed = int(learner.config["seed"])
     n = learner.num_envs
     if args.resume:
@@ -387,12 +404,18 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError):
         vec.close()
         log.close()
     c = run.counters()
+    # wall time from this process's start (earlier pieces' whole wall added) to the stop
+    stop_wall = run.state["wall_time"] + train_end - t_process
     this = c["env_steps"] - start
     wall = train_end - run.t_start  # training only: saving a large replay takes a while
     print(f"trained {c['env_steps']} env steps ({this} in this run), {loop.updates} updates "
           f"in {wall:.2f} s ({this / max(wall, 1e-9):.0f} env steps/s); checkpoint "
           f"{run.ckpt} (saved in {run.save_seconds:.1f} s)", flush=True)
-    if why != "done":
+    if why == "target":
+        print(f"target reached: mean raw return of the last {args.target_games} games "
+              f"{np.mean(run.recent[-args.target_games:]):.2f} >= {args.target_return} at "
+              f"{c['env_steps']} env steps, {stop_wall:.1f} s of wall time", flush=True)
+    elif why != "done":
         print(f"{'interrupted' if why == 'interrupted' else 'wall budget reached'} at "
               f"{c['env_steps']} env steps; continue with the same command and --resume "
               f"{run.ckpt}", flush=True)
@@ -408,7 +431,8 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError):
         ev = {"env": args.env, "env_seed": seed ^ 0x6576616C, "episodes": len(rets),
               "epsilon": args.eval_epsilon, "return_mean": mean, "return_std": std,
               "seconds": time.monotonic() - t0, "env_steps": c["env_steps"],
-              "returns": rets, "lengths": lens}
+              "returns": rets, "lengths": lens, "stopped": why,
+              "wall_time_at_stop": stop_wall}
         (out / "eval.json").write_text(json.dumps(ev, indent=1), encoding="utf-8")
         point = (c["env_steps"], mean)
         print(f"eval_return_mean={mean:.2f} eval_return_std={std:.2f} episodes={len(rets)} "

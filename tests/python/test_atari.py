@@ -71,6 +71,25 @@ def test_presets_found():
         assert not {"obs_shape", "actions", "obs_dtype", "frame_stack"} & set(cfg)
 
 
+def test_every_atari_config_makes_a_learner(library):
+    """Every configs/ALE-*.json (the fast Pong preset too) is a config the library accepts with
+    the env's keys; the replay is shrunk so that a CPU learner fits a CI machine (backend
+    "auto": the fast preset's TF32 forward GEMMs are a CUDA setting, which "auto" accepts)."""
+    import json
+    from pathlib import Path
+
+    from foxhunt_dqn import Learner
+    paths = sorted((Path(__file__).resolve().parents[2] / "configs").glob("ALE-*.json"))
+    assert any(p.name == "ALE-Pong-v5-fast.json" for p in paths), paths
+    for p in paths:
+        cfg = json.loads(p.read_text(encoding="utf-8"))
+        cfg.update(obs_shape=[4, 84, 84], obs_dtype="uint8", frame_stack=4, actions=[6],
+                   replay_capacity=1000, learning_starts=min(cfg["learning_starts"], 1000),
+                   backend="auto")
+        with Learner(cfg, library=library.path) as lrn:
+            assert lrn.num_envs == cfg["num_envs"], p.name
+
+
 def test_stack_and_maxpool_match_ale_frames():
     """Each stack is the last 4 max-pooled frames, oldest first (zeros before the reset)."""
     import ale_py

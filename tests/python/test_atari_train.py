@@ -113,6 +113,28 @@ def test_ctrl_c_saves_and_exits_130(library, config, tmp_path):
     assert (out / "checkpoint.safetensors").is_file()
 
 
+def test_target_return_stops_then_evaluates(library, config, tmp_path):
+    """--target-return: training stops at the first game that lifts the mean of the last
+    --target-games raw returns to the target, then the evaluation records why and when."""
+    out = tmp_path / "run"
+    r = train(library, "--config", str(config), "--steps", "1000000", "--target-return", "-21",
+              "--target-games", "2", "--eval-episodes", "1", "--eval-envs", "1", "--out",
+              str(out))
+    assert "target reached" in r.stdout, r.stdout
+    games = (out / "episodes.csv").read_text().splitlines()[1:]
+    rets = [float(g.split(",")[3]) for g in games]
+    assert len(rets) >= 2 and sum(rets[-2:]) / 2 >= -21
+    ev = json.loads((out / "eval.json").read_text())
+    assert ev["stopped"] == "target" and ev["episodes"] == 1
+    assert 0 < ev["env_steps"] < 1000000 and ev["wall_time_at_stop"] > 0
+    # a target no game reaches: the run goes to --steps
+    out2 = tmp_path / "run2"
+    r = train(library, "--config", str(config), "--steps", "800", "--target-return", "22",
+              "--out", str(out2))
+    assert "target reached" not in r.stdout
+    assert json.loads((out2 / "run_state.json").read_text())["env_steps"] >= 800
+
+
 def test_bad_arguments_exit_2(library, tmp_path):
     assert train(library, "--steps", "0", check=False).returncode == 2
     r = train(library, "--config", str(tmp_path / "missing.json"), check=False)
@@ -121,3 +143,4 @@ def test_bad_arguments_exit_2(library, tmp_path):
     bad.write_text(json.dumps(dict(SMALL, batch_size=0)))
     r = train(library, "--config", str(bad), "--steps", "10", check=False)
     assert r.returncode == 2 and "batch_size" in r.stderr
+    assert train(library, "--target-games", "0", check=False).returncode == 2
