@@ -125,7 +125,9 @@ typedef enum fhd_status {
 } fhd_status;
 /* FHD_ERR_DIVERGED (train, train_batch, step): the update whose loss or gradient norm would be
  * NaN/Inf was not applied; updates before it in the same call were (stats->updates_done), and
- * step still stored its transitions and chose its actions. checkpoint_save returns it for a
+ * step still stored its transitions and chose its actions. The CUDA backend, whose updates run
+ * queued, skips such an update on the device and reports it (stats->updates_skipped) from the
+ * call that first sees it complete, possibly a later one. checkpoint_save returns it for a
  * learner whose state holds NaN/Inf (no file is written). metrics "diverged_updates" counts. */
 
 /* ---- error report filled by init (and by get_api) --------------------------------------- */

@@ -27,8 +27,8 @@ typedef struct fhd__dev_scalars {
                             * skipped; +1 by the optimiser (where it raises updates otherwise) */
     uint64_t skip_update;  /* the latest skipped update's number (updates + skipped then), 0: none */
     float skip_loss, skip_grad_norm; /* its loss and gradient norm */
-    /* with a guard the priority update leaves this update's loss statistics here, and the
-     * optimiser moves them into loss, td_abs_mean, q_mean, beta when it applies the update */
+    /* the priority update leaves this update's loss statistics here, and the optimiser moves
+     * them into loss, td_abs_mean, q_mean, beta when it applies the update (kernels/guard.cuh) */
     float pend_loss, pend_td_abs_mean, pend_q_mean, pend_beta;
     float reserved2[6];
 } fhd__dev_scalars;

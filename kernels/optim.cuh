@@ -102,8 +102,7 @@ typedef struct fhd__opt_args {
     int decoupled;
     uint64_t target_interval;
     float tau;
-    /* the training guard (kernels/guard.cuh): on, and its bounds (0: none) */
-    int guard;
+    /* the training guard's bounds (kernels/guard.cuh; 0: none, and both 0 without a guard) */
     float guard_max_loss, guard_max_norm;
 } fhd__opt_args;
 

@@ -578,6 +578,20 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     /* the statistics' sums over the blocks: fhd_priority_update_kernel, off the critical path */
 }
 
+/* The loss of the update from the loss blocks' partials (red: the four statistics' sums, by
+ * warps 0-3, in block order: every block that calls it gets the same bits). */
+static __device__ __forceinline__ float loss_sums(const fhd__loss_args &a, double *red) {
+    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (warp < 4) {
+        const double sum = fhd_warp_sum_strided(a.statpart + warp, a.loss_blocks, 4);
+        if (lane == 0)
+            red[warp] = sum;
+    }
+    __syncthreads();
+    const double n = (double)a.B * a.D;
+    return (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
+}
+
 /* On a branch of its own beside the backward pass, after the loss kernel. Block 0: the loss
  * statistics, one warp each, over the loss blocks' partials in block order (deterministic), and
  * Adam's scalars for the fused optimiser (its two double pow were on the optimiser's path). The
@@ -588,32 +602,19 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
 __global__ void __launch_bounds__(PRIO_THREADS)
     fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
     static_assert(PRIO_THREADS >= 4 * 32, "a warp per statistic");
+    __shared__ double red[4];
     if (blockIdx.x == 0) {
-        __shared__ double red[4];
-        const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
         const uint64_t u = a.st->updates;
         const uint64_t n_s = fhd__dev_sample_counter(a.st);
-        if (warp < 4) {
-            const double sum = fhd_warp_sum_strided(a.statpart + warp, a.loss_blocks, 4);
-            if (lane == 0)
-                red[warp] = sum;
-        }
-        __syncthreads();
+        const float loss = loss_sums(a, red);
         if (threadIdx.x == 0) {
             const double n = (double)a.B * a.D;
-            /* with a guard the optimiser publishes them where it applies the update */
+            /* pending: the optimiser publishes them where it applies the update (guard.cuh) */
             fhd__dev_scalars *st = a.st;
-            float *dst[4] = {&st->loss, &st->td_abs_mean, &st->q_mean, &st->beta};
-            if (a.guard) {
-                dst[0] = &st->pend_loss;
-                dst[1] = &st->pend_td_abs_mean;
-                dst[2] = &st->pend_q_mean;
-                dst[3] = &st->pend_beta;
-            }
-            *dst[0] = (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
-            *dst[1] = (float)(red[1] / n);
-            *dst[2] = (float)(red[2] / n);
-            *dst[3] = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, n_s) : 0.0f;
+            st->pend_loss = loss;
+            st->pend_td_abs_mean = (float)(red[1] / n);
+            st->pend_q_mean = (float)(red[2] / n);
+            st->pend_beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, n_s) : 0.0f;
             /* the optimiser raises a counter after this kernel: updates, or skipped */
             a.st->sample_ahead = n_s + 1;
         } else if (threadIdx.x == 32 && a.adam_step) {
@@ -631,6 +632,11 @@ __global__ void __launch_bounds__(PRIO_THREADS)
             a.prio_stage[i] = p;
         return;
     }
+    /* no guard: a non-finite loss (a diverged update, which the optimiser skips) writes no
+     * priority; every block computes block 0's loss, so all or none of them write */
+    const float loss = loss_sums(a, red);
+    if (!(loss - loss == 0.0f))
+        return;
     update_priorities(a, i, valid, p);
 }
 

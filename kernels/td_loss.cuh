@@ -79,10 +79,9 @@ typedef struct fhd__loss_args {
     double *statpart; /* (grid, 4) per-block loss, |td|, Q, CQL sums, summed in block order by
                        * fhd_priority_update_kernel */
     fhd__dev_scalars *st; /* reads updates (beta), max_q; writes the loss statistics */
-    /* the training guard (config `guard`): guard != 0 leaves the loss statistics in the record's
-     * pend_* fields; with prioritized replay prio_stage (B) takes the new priorities, which
-     * fhd__cuda_priority_commit applies after the optimiser unless *guard_skip */
-    int guard;
+    /* the training guard (config `guard`) with prioritized replay: prio_stage (B) takes the new
+     * priorities, which fhd__cuda_priority_commit applies after the optimiser unless *guard_skip
+     * (NULL: no guard; the priorities are written at once) */
     uint64_t *prio_stage;
     const int32_t *guard_skip;
     /* Adam's scalars of the coming step for the fused optimiser, by the priority update */

@@ -398,11 +398,18 @@ int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t) {
 
 /* ---- training --------------------------------------------------------------------------- */
 
+/* FHD_ERR_DIVERGED: one diverged update on the CPU (it stops there); the CUDA backend, which
+ * skips diverged updates on the device, reports them as the call's skipped ones */
+static void count_diverged(fhd_learner *L, int32_t rc, const fhd_train_stats *st) {
+    if (rc == FHD_ERR_DIVERGED)
+        L->diverged_updates += st->updates_skipped ? st->updates_skipped : 1;
+}
+
 static int32_t run_updates(fhd_learner *L, uint32_t n, fhd_train_stats *st) {
     double t0 = fhd__now();
     int32_t rc = L->ops->train(L->be, n, st);
     L->train_seconds += fhd__now() - t0;
-    L->diverged_updates += rc == FHD_ERR_DIVERGED;
+    count_diverged(L, rc, st);
     if (rc != FHD_OK)
         return fhd__backend_fail(L, rc, "train");
     L->timed_updates += n;
@@ -515,7 +522,7 @@ int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_s
     double t0 = fhd__now();
     int32_t rc = L->ops->train_batch(L->be, &hb, &local);
     L->train_seconds += fhd__now() - t0;
-    L->diverged_updates += rc == FHD_ERR_DIVERGED;
+    count_diverged(L, rc, &local);
     if (rc != FHD_OK)
         return fhd__backend_fail(L, rc, "train_batch");
     L->timed_updates++;

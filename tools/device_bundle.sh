@@ -12,7 +12,9 @@ cmake -S . -B "$BUILD" -DFHD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD
 cmake --build "$BUILD" -j"$(nproc)"
 rm -rf .device && mkdir -p .device/lib .device/build
 # the whole build tree (tests, fhd-host, both libraries, manifest.json), without CMake's objects
-tar -C "$BUILD" --exclude='CMakeFiles' --exclude='*.o' -cf - . | tar -C .device/build -xf -
+# and what a local ctest run left there (checkpoints, parity dumps, scratch directories)
+tar -C "$BUILD" --exclude='CMakeFiles' --exclude='*.o' --exclude='Testing' --exclude='*.bin' \
+  --exclude='*.safetensors' --exclude='scratch' -cf - . | tar -C .device/build -xf -
 # (the GPU image has OpenBLAS; jansson and CUPTI, for the bench timeline, travel with the build)
 for lib in libjansson.so.4 libcupti.so.13; do
   src=$(ldconfig -p | awk -v l="$lib" '$1 == l && !s { s = $NF } END { print s }')

@@ -210,9 +210,11 @@ static int32_t oom_message(fhd__backend *b, const alloc_plan *p, const char *wha
     size_t fr = 0, tot = 0;
     cudaMemGetInfo(&fr, &tot);
     (void)cudaGetLastError();
-    size_t sum = 0;
+    size_t sum = 0, pinned = 0;
     for (int g = 0; g < G_COUNT; g++)
         sum += p->dev[g];
+    for (int i = 0; i < p->n; i++)
+        pinned += p->items[i].kind == MEM_PINNED ? p->items[i].bytes : 0;
     char ring[160]; /* what the replay group holds */
     if (b->img->frames)
         snprintf(ring, sizeof ring,
@@ -229,10 +231,11 @@ static int32_t oom_message(fhd__backend *b, const alloc_plan *p, const char *wha
         "cuda backend: out of device memory (%s of %.1f MiB failed): the learner needs %.1f MiB "
         "on %s: replay %.1f MiB (%s), sum tree %.1f MiB, parameters/gradient/Adam %.1f MiB "
         "(%llu parameters), activations and batch %.1f MiB (batch_size %u), workspaces %.1f "
-        "MiB; the device has %.1f MiB free of %.1f MiB",
+        "MiB; the device has %.1f MiB free of %.1f MiB (and %.1f MiB of pinned host memory for "
+        "staging)",
         what, mib(bytes), mib(sum), b->device_name, mib(p->dev[G_REPLAY]), ring,
         mib(p->dev[G_TREE]), mib(p->dev[G_PARAMS]), (unsigned long long)b->P, mib(p->dev[G_ACT]),
-        b->B, mib(p->dev[G_WORK]), mib(fr), mib(tot));
+        b->B, mib(p->dev[G_WORK]), mib(fr), mib(tot), mib(pinned));
 }
 
 static int32_t allocate(fhd__backend *b, alloc_plan *p) {

@@ -50,6 +50,9 @@ int32_t fhd__cublas_fail(fhd__backend *b, cublasStatus_t s, const char *file, in
                          const char *expr);
 int32_t fhd__cuda_failf(fhd__backend *b, int32_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* FHD_OK, or FHD_ERR_DEVICE naming the latched fault once a sticky error has made the context
+ * unusable (cuda_fault.cpp): the first check of every op but destroy. */
+int32_t fhd__cuda_alive(fhd__backend *b);
 
 #define FHD_CK(b, call)                                                                        \
     do {                                                                                       \
@@ -220,6 +223,8 @@ struct fhd__backend {
     int planning;             /* 1 while the update's GEMMs are planned (recorded in plan) */
     char device_name[256];
     char err[1024];
+    cudaError_t fault;   /* a sticky error seen by any call (cuda_fault.cpp); cudaSuccess: none */
+    char fault_msg[768]; /* the message of the call that saw it */
     uint64_t P;
     uint64_t T;               /* offset of the target network in params: P rounded up to 64 floats,
                                * so that its weights are as aligned as the online ones (cuBLASLt

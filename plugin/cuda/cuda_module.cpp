@@ -14,36 +14,6 @@
 #include "linear.cuh"
 #include "sumtree.h"
 
-/* ---- errors ----------------------------------------------------------------------------- */
-
-static const char *base_name(const char *path) {
-    const char *s = strrchr(path, '/');
-    return s ? s + 1 : path;
-}
-
-int32_t fhd__cuda_fail(fhd__backend *b, cudaError_t e, const char *file, int line,
-                       const char *expr) {
-    (void)cudaGetLastError(); /* clear a non-sticky error so later checks see their own */
-    snprintf(b->err, sizeof b->err, "%s:%d: %s failed: %s (%s)", base_name(file), line, expr,
-             cudaGetErrorString(e), cudaGetErrorName(e));
-    return e == cudaErrorMemoryAllocation ? FHD_ERR_OUT_OF_MEMORY : FHD_ERR_DEVICE;
-}
-
-int32_t fhd__cublas_fail(fhd__backend *b, cublasStatus_t s, const char *file, int line,
-                         const char *expr) {
-    snprintf(b->err, sizeof b->err, "%s:%d: %s failed: %s (%s)", base_name(file), line, expr,
-             cublasLtGetStatusString(s), cublasLtGetStatusName(s));
-    return s == CUBLAS_STATUS_ALLOC_FAILED ? FHD_ERR_OUT_OF_MEMORY : FHD_ERR_DEVICE;
-}
-
-int32_t fhd__cuda_failf(fhd__backend *b, int32_t code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->err, sizeof b->err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 /* ---- destroy ---------------------------------------------------------------------------- */
 
 static void cuda_destroy(fhd__backend *b) {
@@ -308,22 +278,27 @@ static const char *cuda_device_name(const fhd__backend *b) {
 
 static int32_t op_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy) {
+    FHD_TRY(fhd__cuda_alive(b));
     return fhd__cuda_q_values(b, n, obs, q, greedy);
 }
 static int32_t op_replay_add(fhd__backend *b, uint32_t n, const float *obs,
                              const int32_t *actions, const float *returns, const float *next_obs,
                              const float *disc) {
+    FHD_TRY(fhd__cuda_alive(b));
     return fhd__cuda_replay_append(b, n, obs, actions, returns, next_obs, disc);
 }
 static int32_t op_train(fhd__backend *b, uint32_t n, fhd_train_stats *st) {
+    FHD_TRY(fhd__cuda_alive(b));
     FHD_CK(b, cudaSetDevice(b->device));
     FHD_TRY(fhd__cuda_img_flush(b)); /* the frame replay's pending adds first */
     return fhd__cuda_train(b, n, st);
 }
 static int32_t op_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st) {
+    FHD_TRY(fhd__cuda_alive(b));
     return fhd__cuda_train_batch(b, hb, st);
 }
 static int32_t op_read(fhd__backend *b, int kind, uint64_t off, uint64_t n, void *dst) {
+    FHD_TRY(fhd__cuda_alive(b));
     if (fhd__cuda_img_kind(b, kind))
         return fhd__cuda_img_read(b, kind, off, n, dst);
     FHD_CK(b, cudaSetDevice(b->device));
@@ -331,6 +306,7 @@ static int32_t op_read(fhd__backend *b, int kind, uint64_t off, uint64_t n, void
     return fhd__cuda_read(b, kind, off, n, dst);
 }
 static int32_t op_write(fhd__backend *b, int kind, uint64_t off, uint64_t n, const void *src) {
+    FHD_TRY(fhd__cuda_alive(b));
     if (fhd__cuda_img_kind(b, kind))
         return fhd__cuda_img_write(b, kind, off, n, src);
     FHD_CK(b, cudaSetDevice(b->device));
@@ -338,9 +314,11 @@ static int32_t op_write(fhd__backend *b, int kind, uint64_t off, uint64_t n, con
     return fhd__cuda_write(b, kind, off, n, src);
 }
 static int32_t op_get_scalars(fhd__backend *b, fhd__backend_scalars *o) {
+    FHD_TRY(fhd__cuda_alive(b));
     return fhd__cuda_get_scalars(b, o);
 }
 static int32_t op_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) {
+    FHD_TRY(fhd__cuda_alive(b));
     if (in->replay_pos >= b->N || in->replay_size > b->N || in->max_priority_q == 0)
         return fhd__cuda_failf(b, FHD_ERR_INVALID_ARGUMENT, "replay position/size out of range");
     FHD_CK(b, cudaSetDevice(b->device));
@@ -349,26 +327,52 @@ static int32_t op_set_scalars(fhd__backend *b, const fhd__backend_scalars *in) {
     return fhd__cuda_img_set_scalars(b, in);
 }
 static int32_t op_latest_stats(fhd__backend *b, fhd__update_stats *o) {
+    FHD_TRY(fhd__cuda_alive(b));
     return fhd__cuda_latest_stats(b, o);
 }
 
 static int32_t op_check_invariants(fhd__backend *b, char *msg, size_t cap) {
+    FHD_TRY(fhd__cuda_alive(b));
     if (b->img->frames)
         return fhd__cuda_img_check(b, msg, cap);
     return fhd__cuda_check_invariants(b, msg, cap);
 }
 
 static int32_t op_describe(fhd__backend *b, char *buf, size_t cap) {
+    FHD_TRY(fhd__cuda_alive(b));
     return fhd__cuda_describe(b, buf, cap);
 }
 
 static int32_t op_finish(fhd__backend *b) {
+    FHD_TRY(fhd__cuda_alive(b));
     FHD_CK(b, cudaSetDevice(b->device));
     FHD_TRY(fhd__cuda_img_flush(b));
     FHD_TRY(fhd__cuda_sync(b, b->s_main));
     return fhd__cuda_poll_snapshots(b); /* every snapshot is complete now */
 }
 
+static int32_t op_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
+                              int32_t *greedy) {
+    FHD_TRY(fhd__cuda_alive(b));
+    return fhd__cuda_q_values_u8(b, n, obs, q, greedy);
+}
+static int32_t op_replay_add_u8(fhd__backend *b, uint32_t n, const uint8_t *obs,
+                                const int32_t *actions, const float *returns,
+                                const uint8_t *next_obs, const float *disc) {
+    FHD_TRY(fhd__cuda_alive(b));
+    return fhd__cuda_replay_append_u8(b, n, obs, actions, returns, next_obs, disc);
+}
+static int32_t op_frame_add(fhd__backend *b, const void *row, const uint64_t *hint,
+                            uint64_t *ids) {
+    FHD_TRY(fhd__cuda_alive(b));
+    return fhd__cuda_frame_add(b, row, hint, ids);
+}
+static int32_t op_replay_add_ids(fhd__backend *b, uint32_t n, const uint64_t *obs_ids,
+                                 const int32_t *actions, const float *returns,
+                                 const uint64_t *next_ids, const float *disc) {
+    FHD_TRY(fhd__cuda_alive(b));
+    return fhd__cuda_replay_add_ids(b, n, obs_ids, actions, returns, next_ids, disc);
+}
 static const fhd__backend_ops cuda_ops = {
     FHD_BACKEND_OPS_VERSION,
     "cuda",
@@ -388,10 +392,10 @@ static const fhd__backend_ops cuda_ops = {
     op_check_invariants,
     op_finish,
     op_describe,
-    fhd__cuda_q_values_u8,
-    fhd__cuda_replay_append_u8,
-    fhd__cuda_frame_add,
-    fhd__cuda_replay_add_ids,
+    op_q_values_u8,
+    op_replay_add_u8,
+    op_frame_add,
+    op_replay_add_ids,
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *

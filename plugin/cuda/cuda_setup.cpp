@@ -155,7 +155,6 @@ static int32_t prepare_loss(fhd__backend *b) {
     a->nqparts = fhd__cuda_sample_grid(b->B);
     a->idx = b->idx;
     a->td_row = b->td_row;
-    a->guard = c->guard.on; /* the training guard (kernels/guard.cuh) */
     a->prio_stage = b->prio_stage;
     a->guard_skip = &b->clip->skip;
     a->nodes = b->nodes;
@@ -290,7 +289,7 @@ static void prepare_opt(fhd__backend *b) {
     a->decoupled = c->optimizer == FHD_OPT_ADAMW;
     a->target_interval = c->target_update_interval;
     a->tau = (float)c->tau;
-    a->guard = c->guard.on; /* the training guard (kernels/guard.cuh): bounds, 0 none */
+    /* the training guard's bounds (kernels/guard.cuh): 0 none; non-finite updates skip anyway */
     a->guard_max_loss = (float)c->guard.max_loss;
     a->guard_max_norm = (float)c->guard.max_grad_norm;
 }

@@ -380,14 +380,25 @@ void fhd__cuda_poll_rate(fhd__backend *b) {
     }
 }
 
-/* done: updates the call ran; the guard's skips are those the snapshots newly show (each
- * reported once: exact for train_batch, which waits; train's may come a call late). */
-static void fill_stats(fhd__backend *b, fhd_train_stats *st, uint32_t done) {
+/* done: updates the call ran; the skips are those the snapshots newly show (each reported
+ * once: exact for train_batch, which waits; train's may come a call late). Without a guard a
+ * skip is a diverged update (kernels/guard.cuh): FHD_ERR_DIVERGED, naming the latest. */
+static int32_t fill_stats(fhd__backend *b, fhd_train_stats *st, uint32_t done) {
     const uint64_t sk = b->snap_last.skipped;
     const uint32_t fresh = sk > b->skip_reported ? (uint32_t)(sk - b->skip_reported) : 0;
     b->skip_reported = sk;
+    int32_t rc = FHD_OK;
+    if (fresh && !b->cfg.guard.on) {
+        const fhd__dev_scalars &s = b->snap_last;
+        rc = fhd__cuda_failf(b, FHD_ERR_DIVERGED,
+                             "update %llu diverged: loss %g, gradient norm %g; it was skipped on "
+                             "the device, not applied (%u diverged since the last report; the "
+                             "parameters are as after the last applied update)",
+                             (unsigned long long)s.skip_update, (double)s.skip_loss,
+                             (double)s.skip_grad_norm, fresh);
+    }
     if (!st)
-        return;
+        return rc;
     st->updates_done += done > fresh ? done - fresh : 0;
     st->updates_skipped += fresh;
     st->update_index = b->updates - sk;
@@ -395,6 +406,7 @@ static void fill_stats(fhd__backend *b, fhd_train_stats *st, uint32_t done) {
     st->td_abs_mean = b->snap_last.td_abs_mean;
     st->q_mean = b->snap_last.q_mean;
     st->grad_norm = b->snap_last.grad_norm;
+    return rc;
 }
 
 /* ---- train / train_batch ----------------------------------------------------------------- */
@@ -428,8 +440,7 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
     if (num_updates)
         FHD_TRY(fhd__cuda_snapshot(b));
     FHD_TRY(fhd__cuda_poll_snapshots(b));
-    fill_stats(b, stats, num_updates);
-    return FHD_OK;
+    return fill_stats(b, stats, num_updates);
 }
 
 /* One update on a host batch: the same kernels without sampling and priorities, run directly
@@ -467,6 +478,5 @@ int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_tr
         memcpy(hb->td, b->h_tdy, sizeof(float) * B * D);
     if (hb->y)
         memcpy(hb->y, b->h_tdy + (size_t)B * D, sizeof(float) * B);
-    fill_stats(b, st, 1);
-    return FHD_OK;
+    return fill_stats(b, st, 1);
 }
