@@ -59,6 +59,10 @@ def parse_args(argv):
                    help="stop training once the mean raw return of the last --target-games "
                         "games reaches R (then evaluate; eval.json records the wall time)")
     p.add_argument("--target-games", type=int, default=16, metavar="K")
+    p.add_argument("--target-eval", action="store_true",
+                   help="confirm --target-return by an evaluation (--eval-episodes games at "
+                        "--eval-epsilon): stop only when its mean reaches R too, else train "
+                        "--target-games more games and check again")
     p.add_argument("--log-every", type=int, default=10000, metavar="N")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--eval-epsilon", type=float, default=atari.EVAL_EPSILON)
@@ -229,6 +233,9 @@ class Run:
         self.rate_mark = (self.t_start, loop.env_steps)
         self.logged_at = None
         self.save_seconds = 0.0
+        self.checks = []        # --target-eval: each confirming evaluation's summary
+        self.confirmed = None   # the one that reached the target: (returns, lengths, seconds)
+        self.check_after = 0    # games (len of all games seen) before the next check
 
     def total_steps(self):
         return self.state["env_steps"] + self.loop.env_steps
@@ -281,11 +288,31 @@ class Run:
         os.replace(tmp, self.ckpt.parent / STATE_FILE)
 
     def reached_target(self):
-        """--target-return: the mean raw return of the last --target-games games reaches it."""
+        """--target-return: the mean raw return of the last --target-games games reaches it
+        (with --target-eval, then an evaluation's mean too)."""
         a = self.args
         k = a.target_games
-        return (a.target_return is not None and len(self.recent) >= k and
-                float(np.mean(self.recent[-k:])) >= a.target_return)
+        games = self.log.episode
+        if (a.target_return is None or len(self.recent) < k or games < self.check_after or
+                float(np.mean(self.recent[-k:])) < a.target_return):
+            return False
+        if not a.target_eval:
+            return True
+        self.loop.flush()  # the owed updates first: the evaluation acts on their weights
+        t0 = time.monotonic()
+        seed = (int(self.learner.config["seed"]) ^ 0x6576616C) + len(self.checks)
+        rets, lens = atari.evaluate(self.learner, a.env, max(a.eval_episodes, 1), seed,
+                                    num_envs=a.eval_envs, epsilon=a.eval_epsilon,
+                                    num_threads=a.threads)
+        dt = time.monotonic() - t0
+        mean = float(np.mean(rets))
+        self.checks.append({"env_steps": self.total_steps(), "return_mean": mean,
+                            "seconds": dt, "env_seed": seed})
+        if mean >= a.target_return:
+            self.confirmed = (rets, lens, dt, seed)
+            return True
+        self.check_after = games + k
+        return False
 
     def train(self, stop):
         """Until --steps, --target-return, a stop request or the wall budget; returns why it
@@ -422,17 +449,22 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError, t_process):
         log.plot()
         return 130 if why == "interrupted" else 0
     point = None
-    if args.eval_episodes:
+    if args.eval_episodes or run.confirmed:
         t0 = time.monotonic()
-        rets, lens = atari.evaluate(learner, args.env, args.eval_episodes,
-                                    seed ^ 0x6576616C, num_envs=args.eval_envs,
-                                    epsilon=args.eval_epsilon, num_threads=args.threads)
+        if run.confirmed:  # the evaluation that confirmed the target is the final one
+            rets, lens, secs, ev_seed = run.confirmed
+        else:
+            ev_seed = seed ^ 0x6576616C
+            rets, lens = atari.evaluate(learner, args.env, args.eval_episodes, ev_seed,
+                                        num_envs=args.eval_envs, epsilon=args.eval_epsilon,
+                                        num_threads=args.threads)
+            secs = time.monotonic() - t0
         mean, std = float(np.mean(rets)), float(np.std(rets))
-        ev = {"env": args.env, "env_seed": seed ^ 0x6576616C, "episodes": len(rets),
+        ev = {"env": args.env, "env_seed": ev_seed, "episodes": len(rets),
               "epsilon": args.eval_epsilon, "return_mean": mean, "return_std": std,
-              "seconds": time.monotonic() - t0, "env_steps": c["env_steps"],
+              "seconds": secs, "env_steps": c["env_steps"],
               "returns": rets, "lengths": lens, "stopped": why,
-              "wall_time_at_stop": stop_wall}
+              "wall_time_at_stop": stop_wall, "target_checks": run.checks}
         (out / "eval.json").write_text(json.dumps(ev, indent=1), encoding="utf-8")
         point = (c["env_steps"], mean)
         print(f"eval_return_mean={mean:.2f} eval_return_std={std:.2f} episodes={len(rets)} "

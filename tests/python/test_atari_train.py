@@ -115,11 +115,12 @@ def test_ctrl_c_saves_and_exits_130(library, config, tmp_path):
 
 def test_target_return_stops_then_evaluates(library, config, tmp_path):
     """--target-return: training stops at the first game that lifts the mean of the last
-    --target-games raw returns to the target, then the evaluation records why and when."""
+    --target-games raw returns to the target (--target-eval: and an evaluation's mean), and
+    eval.json records why, when, and the confirming evaluation as the final one."""
     out = tmp_path / "run"
     r = train(library, "--config", str(config), "--steps", "1000000", "--target-return", "-21",
-              "--target-games", "2", "--eval-episodes", "1", "--eval-envs", "1", "--out",
-              str(out))
+              "--target-games", "2", "--target-eval", "--eval-episodes", "1", "--eval-envs",
+              "1", "--out", str(out))
     assert "target reached" in r.stdout, r.stdout
     games = (out / "episodes.csv").read_text().splitlines()[1:]
     rets = [float(g.split(",")[3]) for g in games]
@@ -127,6 +128,8 @@ def test_target_return_stops_then_evaluates(library, config, tmp_path):
     ev = json.loads((out / "eval.json").read_text())
     assert ev["stopped"] == "target" and ev["episodes"] == 1
     assert 0 < ev["env_steps"] < 1000000 and ev["wall_time_at_stop"] > 0
+    checks = ev["target_checks"]
+    assert len(checks) == 1 and checks[0]["return_mean"] == ev["return_mean"] >= -21
     # a target no game reaches: the run goes to --steps
     out2 = tmp_path / "run2"
     r = train(library, "--config", str(config), "--steps", "800", "--target-return", "22",
