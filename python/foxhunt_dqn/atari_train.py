@@ -63,6 +63,9 @@ def parse_args(argv):
                    help="confirm --target-return by an evaluation (--eval-episodes games at "
                         "--eval-epsilon): stop only when its mean reaches R too, else train "
                         "--target-games more games and check again")
+    p.add_argument("--target-propose", type=float, metavar="P",
+                   help="with --target-eval: the training games' mean that proposes a check "
+                        "(default R; exploration makes training games score below the policy)")
     p.add_argument("--log-every", type=int, default=10000, metavar="N")
     p.add_argument("--eval-episodes", type=int, default=10)
     p.add_argument("--eval-epsilon", type=float, default=atari.EVAL_EPSILON)
@@ -76,6 +79,8 @@ def parse_args(argv):
         p.error("--checkpoint-every, --eval-episodes, --max-minutes, --threads must be >= 0")
     if a.target_games < 1:
         p.error("--target-games must be >= 1")
+    if a.target_propose is not None and not a.target_eval:
+        p.error("--target-propose needs --target-eval")
     if not 0.0 <= a.eval_epsilon <= 1.0 or a.eval_envs < 1:
         p.error("--eval-epsilon must be in [0, 1] and --eval-envs >= 1")
     try:
@@ -293,8 +298,10 @@ class Run:
         a = self.args
         k = a.target_games
         games = self.log.episode
+        bar = a.target_propose if a.target_eval and a.target_propose is not None else \
+            a.target_return
         if (a.target_return is None or len(self.recent) < k or games < self.check_after or
-                float(np.mean(self.recent[-k:])) < a.target_return):
+                float(np.mean(self.recent[-k:])) < bar):
             return False
         if not a.target_eval:
             return True

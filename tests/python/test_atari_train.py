@@ -147,3 +147,4 @@ def test_bad_arguments_exit_2(library, tmp_path):
     r = train(library, "--config", str(bad), "--steps", "10", check=False)
     assert r.returncode == 2 and "batch_size" in r.stderr
     assert train(library, "--target-games", "0", check=False).returncode == 2
+    assert train(library, "--target-propose", "19", check=False).returncode == 2
