@@ -86,6 +86,13 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
     return NULL;
 }
 
+/* "auto" falling back to the CPU: bf16 runs there with the same semantics (docs/design.md
+ * section 4, "GEMM precision"); TF32 does not exist there, so it computes in fp32. */
+static void cpu_precision(fhd__config *c) {
+    if (c->matmul_precision != FHD_PREC_BF16)
+        c->matmul_precision = FHD_PREC_FP32;
+}
+
 int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
     char why[512] = {0};
     const char *path = "";
@@ -101,7 +108,7 @@ int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
         snprintf(L->fallback_reason, sizeof L->fallback_reason,
                  "the cuda backend does not support %s yet (cpu-only for now)", pixels);
         L->ops = &fhd__cpu_backend_ops;
-        L->cfg.matmul_precision = FHD_PREC_FP32;
+        cpu_precision(&L->cfg);
         return FHD_OK;
     }
     switch (L->cfg.backend) {
@@ -121,8 +128,7 @@ int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
             return FHD_OK;
         snprintf(L->fallback_reason, sizeof L->fallback_reason, "%s", why);
         L->ops = &fhd__cpu_backend_ops;
-        /* the CPU computes in fp32 whatever precision was asked for */
-        L->cfg.matmul_precision = FHD_PREC_FP32;
+        cpu_precision(&L->cfg);
         return FHD_OK;
     }
 }
