@@ -23,7 +23,9 @@ each update is checked on its own), three ways:
   autocast  the same network as a PyTorch user writes it: torso and head under
             torch.autocast("cpu", dtype=torch.bfloat16) (nn.Linear / F.conv2d outputs are
             bf16 tensors, their biases cast to bf16), the head outputs upcast with .float()
-            before the dueling combination and the loss, W_sn = W / sigma formed in fp32
+            before the dueling combination and the loss (the dueling head as one GEMM of
+            1 + KT outputs, as the learner's: two would round dx twice), W_sn = W / sigma
+            formed in fp32
             before the autocast GEMM, torch.optim.Adam on the fp32 parameters. Where the plugin
             differs from autocast, by design: the head's output, Q and the head's bias stay
             fp32 (autocast rounds Q to 8 mantissa bits, which quantises TD errors once |Q| is
@@ -69,7 +71,7 @@ TOL_EMULATED = {"loss": 1e-3, "td": 1e-3, "y": 1e-3, "stats": 1e-3, "grad": 5e-3
 # to 2 lr: parameters and moments are measured against their group's norm (the floor), and the
 # moments divide by a v that is itself ~g^2. Measured over these configs and 20 updates: loss
 # 4e-4, TD errors and targets 7e-4, statistics (the gradient norm) 6e-3, gradients 5e-2 (the
-# value head's; the torso's <= 9e-3), parameters 7e-3, Adam moments 2e-2.
+# value head's; the torso's <= 9e-3), parameters 8e-3, Adam moments 2e-2.
 TOL_AUTOCAST = {"loss": 5e-3, "td": 1e-2, "y": 1e-2, "stats": 5e-2, "grad": 1e-1,
                 "param": 3e-2, "target": 3e-2, "sn": 1e-3, "adam": 1e-1}
 # The plugin's gradient differs from the fp32 update's by bf16 rounding (~1e-3); from the
@@ -231,11 +233,13 @@ def forward_autocast(net, x, ws, masks=None, force=None):
             h = h.flatten(1)
         for l, lin in enumerate(net.torso):
             h = relu(F.linear(h, sn_w[sp.NC + l], lin.bias), sp.NC + l)
-        if sp.dueling:
-            V, A = net.value(h), net.advantage(h)
+        if sp.dueling:  # one GEMM of 1 + KT outputs, as the learner's merged head
+            out = F.linear(h, torch.cat([net.value.weight, net.advantage.weight]),
+                           torch.cat([net.value.bias, net.advantage.bias])).float()
+            V, A = out[:, :1], out[:, 1:]
         else:
-            V, A = None, net.q(h)
-    return combine(sp, None if V is None else V.float(), A.float())
+            V, A = None, net.q(h).float()
+    return combine(sp, V, A)
 
 
 def forward_fp32(net, x, ws, masks=None, force=None):
