@@ -130,6 +130,10 @@ static bool usable(fhd__backend *b, const fhd__gemm *g, const cublasLtMatmulAlgo
     if (c.splitk > 1 && (c.reduction == CUBLASLT_REDUCTION_SCHEME_INPLACE ||
                          c.reduction == CUBLASLT_REDUCTION_SCHEME_NONE))
         return false;
+    /* a bf16 output's split-K partials summed in fp32 only (cuda_gemm.cpp) */
+    if (c.splitk > 1 && g->bf16 == FHD_GEMM_BF16_OUT &&
+        c.reduction != CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
+        return false;
     cublasLtMatmulHeuristicResult_t r;
     memset(&r, 0, sizeof r);
     return cublasLtMatmulAlgoCheck(b->lt, g->desc, g->la, g->lb, g->lc, g->lc, algo, &r) ==

@@ -213,6 +213,13 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                   &al_c, sizeof al_c);
+    if (st == CUBLAS_STATUS_SUCCESS && s->bf16 == FHD_GEMM_BF16_OUT) {
+        /* split-K partials of a bf16 output only in fp32 (the compute type): in the output type
+         * they would be rounded to bf16 before their sum */
+        const uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                  &red, sizeof red);
+    }
     cublasLtMatmulHeuristicResult_t res[FHD_TUNE_MAX_RESULTS];
     memset(res, 0, sizeof res);
     int n = 0;
