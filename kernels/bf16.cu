@@ -20,7 +20,8 @@ __global__ void __launch_bounds__(CVT_THREADS)
         const uint64_t n4 = n / 4;
         for (uint64_t j = i; j < n4; j += stride) {
             const float4 v = __ldg(reinterpret_cast<const float4 *>(src) + j);
-            __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+            __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y),
+                           hi = __floats2bfloat162_rn(v.z, v.w);
             uint2 w;
             memcpy(&w.x, &lo, sizeof w.x);
             memcpy(&w.y, &hi, sizeof w.y);
@@ -127,11 +128,10 @@ cudaError_t fhd__cuda_bias_act_bf16(__nv_bfloat16 *y16, const float *y, const __
 /* Load this file's kernels now (lazy module loading must not happen inside a graph capture). */
 cudaError_t fhd__cuda_bf16_preload(void) {
     cudaFuncAttributes fa;
-    const void *fns[] = {(const void *)fhd_to_bf16_kernel<true>,
-                         (const void *)fhd_to_bf16_kernel<false>,
-                         (const void *)fhd_relu_backward_bf16_kernel<true>,
-                         (const void *)fhd_relu_backward_bf16_kernel<false>,
-                         (const void *)fhd_bias_act_bf16_kernel};
+    const void *fns[] = {
+        (const void *)fhd_to_bf16_kernel<true>, (const void *)fhd_to_bf16_kernel<false>,
+        (const void *)fhd_relu_backward_bf16_kernel<true>,
+        (const void *)fhd_relu_backward_bf16_kernel<false>, (const void *)fhd_bias_act_bf16_kernel};
     for (const void *f : fns) {
         cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)

@@ -171,8 +171,7 @@ static const float *conv_forward(fhd__backend *b, int net, const void *rows, uin
         const int first = c == 0;
         const fhd__gemm_mode m = conv_mode(b, net, c);
         fhd__conv_forward(out, in, first && b->cfg.obs_dtype == FHD_OBS_UINT8,
-                          first ? b->scale : 1.0f, conv_weight(b, net, c), bias, cv, n, b->col,
-                          &m);
+                          first ? b->scale : 1.0f, conv_weight(b, net, c), bias, cv, n, b->col, &m);
         in = out;
     }
     return (const float *)in;

@@ -42,8 +42,9 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
     const int bf = b->bf.on; /* bf16 GEMMs: bf16 inputs and hidden outputs (cuda_bf16.cpp) */
     for (uint32_t l = 0; l <= L; l++) {
         const void *x = l == 0 ? (bf ? (const void *)b->bf.act_x : (const void *)x0)
-                        : (l - 1) % 2 == 0 ? (bf ? (const void *)b->bf.act_a : (const void *)b->act_a)
-                                           : (bf ? (const void *)b->bf.act_b : (const void *)b->act_b);
+                        : (l - 1) % 2 == 0
+                            ? (bf ? (const void *)b->bf.act_a : (const void *)b->act_a)
+                            : (bf ? (const void *)b->bf.act_b : (const void *)b->act_b);
         float *y32 = l % 2 == 0 ? b->act_a : b->act_b;
         void *y = l == L ? (void *)b->act_head
                   : bf   ? (l % 2 == 0 ? (void *)b->bf.act_a : (void *)b->bf.act_b)

@@ -353,12 +353,14 @@ static std::string site_key(const fhd__autotune *t, const fhd__gemm *g, const fh
              "%s|%s op=%c%c m=%u n=%u k=%u ld=%u,%u,%u batch=%u strides=%lld,%lld,%lld,%lld "
              "epi=%d al=%u,%u,%u alpha=%s",
              t->key_base.c_str(),
-             s->bf16 == FHD_GEMM_BF16_OUT ? "bf16out" : s->bf16 ? "bf16" : s->tf32 ? "tf32" : "fp32",
-             s->opa == CUBLAS_OP_N ? 'N' : 'T',
-             s->opb == CUBLAS_OP_N ? 'N' : 'T', s->m, s->n, s->k, s->lda, s->ldb, s->ldc,
-             s->batch > 1 ? s->batch : 1u, (long long)s->stride_a, (long long)s->stride_b,
-             (long long)s->stride_c, (long long)s->stride_bias, epi, al(s->A), al(s->B), al(s->C),
-             g->host_alpha ? "host" : "device");
+             s->bf16 == FHD_GEMM_BF16_OUT ? "bf16out"
+             : s->bf16                    ? "bf16"
+             : s->tf32                    ? "tf32"
+                                          : "fp32",
+             s->opa == CUBLAS_OP_N ? 'N' : 'T', s->opb == CUBLAS_OP_N ? 'N' : 'T', s->m, s->n, s->k,
+             s->lda, s->ldb, s->ldc, s->batch > 1 ? s->batch : 1u, (long long)s->stride_a,
+             (long long)s->stride_b, (long long)s->stride_c, (long long)s->stride_bias, epi,
+             al(s->A), al(s->B), al(s->C), g->host_alpha ? "host" : "device");
     return k;
 }
 

@@ -85,8 +85,9 @@ int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int net, cudaStream_t s) {
         return FHD_OK;
     const uint64_t in0 = b->lo.layers[0].in;
     if (net == 0) /* online(s) [and online(s')]; with the pair, the target's rows too */
-        FHD_CK(b, fhd__cuda_to_bf16(b->bf.x, b->mlp_in,
-                                    (b->plan.pair_fwd0 ? 2 * (uint64_t)b->B : b->rows_on) * in0, s));
+        FHD_CK(b,
+               fhd__cuda_to_bf16(b->bf.x, b->mlp_in,
+                                 (b->plan.pair_fwd0 ? 2 * (uint64_t)b->B : b->rows_on) * in0, s));
     else
         FHD_CK(b, fhd__cuda_to_bf16(b->bf.x_tg, b->mlp_in_tg, (uint64_t)b->B * in0, s));
     return FHD_OK;

@@ -161,10 +161,8 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
                                                   &bias, sizeof bias));
     }
     const bool ta = s->opa != CUBLAS_OP_N, tb = s->opb != CUBLAS_OP_N;
-    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->la, tab, ta ? s->k : s->m, ta ? s->m : s->k,
-                                          s->lda));
-    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lb, tab, tb ? s->n : s->k, tb ? s->k : s->n,
-                                          s->ldb));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->la, tab, ta ? s->k : s->m, ta ? s->m : s->k, s->lda));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lb, tab, tb ? s->n : s->k, tb ? s->k : s->n, s->ldb));
     FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lc, tc, s->m, s->n, s->ldc));
     if (s->batch > 1) {
         const int32_t bc = (int32_t)s->batch;
@@ -216,7 +214,8 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     if (st == CUBLAS_STATUS_SUCCESS && s->bf16 == FHD_GEMM_BF16_OUT) {
         /* split-K partials of a bf16 output only in fp32 (the compute type): in the output type
          * they would be rounded to bf16 before their sum */
-        const uint32_t red = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        const uint32_t red =
+            CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                   &red, sizeof red);
     }
@@ -332,8 +331,8 @@ int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, 
                                           (const __nv_bfloat16 *)g->bias, g->rows, g->out, g->ld,
                                           stream));
     else if (g->fallback)
-        FHD_CK(b, fhd__cuda_bias_act((float *)g->C, (const float *)g->bias, g->rows, g->out,
-                                     g->ld, g->relu, stream));
+        FHD_CK(b, fhd__cuda_bias_act((float *)g->C, (const float *)g->bias, g->rows, g->out, g->ld,
+                                     g->relu, stream));
     return FHD_OK;
 }
 

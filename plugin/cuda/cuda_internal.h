@@ -87,9 +87,9 @@ typedef struct fhd__gemm {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-    const void *A, *B; /* float, or bf16 (bf16 != 0) */
-    void *C;           /* float, or bf16 (FHD_GEMM_BF16_OUT) */
-    int bf16;          /* FHD_GEMM_* */
+    const void *A, *B;  /* float, or bf16 (bf16 != 0) */
+    void *C;            /* float, or bf16 (FHD_GEMM_BF16_OUT) */
+    int bf16;           /* FHD_GEMM_* */
     const float *alpha; /* device scalar: 1, or 1/sigma of a normalised layer */
     /* epilogue done by fhd__cuda_bias_act when cuBLASLt has no bias epilogue for this call
      * (FHD_GEMM_BF16_OUT: the GEMM writes its fp32 product into C32, fhd__cuda_bias_act_bf16
@@ -191,13 +191,13 @@ int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, u
  * widest torso layer. */
 typedef struct fhd__cuda_bf16 {
     int on;
-    __nv_bfloat16 *w;          /* (T + P): params rounded, at the start of every update and
-                                * (online part) of every act graph */
-    __nv_bfloat16 *x, *x_tg;   /* layer 0's input: x (2B, in_0) online (+ the pair's target)
-                                * rows, x_tg (B, in_0) the target's (not pair_fwd0) */
-    __nv_bfloat16 *h[FHD_MAXL]; /* (rows_on, out_l), l < L: online hidden outputs (h[0] holds
-                                 * the target's too with pair_fwd0) */
-    __nv_bfloat16 *tg_a, *tg_b; /* (B, W) target ping-pong */
+    __nv_bfloat16 *w;            /* (T + P): params rounded, at the start of every update and
+                                  * (online part) of every act graph */
+    __nv_bfloat16 *x, *x_tg;     /* layer 0's input: x (2B, in_0) online (+ the pair's target)
+                                  * rows, x_tg (B, in_0) the target's (not pair_fwd0) */
+    __nv_bfloat16 *h[FHD_MAXL];  /* (rows_on, out_l), l < L: online hidden outputs (h[0] holds
+                                  * the target's too with pair_fwd0) */
+    __nv_bfloat16 *tg_a, *tg_b;  /* (B, W) target ping-pong */
     __nv_bfloat16 *dz[FHD_MAXL]; /* (B, out_l): dz_l rounded; dz[L] (B, HOs) the head's */
     __nv_bfloat16 *act_x, *act_a, *act_b; /* (R, S), (R, W) x2: act */
 } fhd__cuda_bf16;
@@ -450,8 +450,7 @@ int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int net, cudaStream_t s);
 int32_t fhd__cuda_bf16_record_head_dz(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_bf16_record_act(fhd__backend *b, uint32_t rows, cudaStream_t s);
 /* Layer l's ReLU backward (l < L): dz_l from the dx GEMM's output (+ dx2), its bias partials. */
-int32_t fhd__cuda_bf16_relu_backward(fhd__backend *b, uint32_t l, const float *dx2,
-                                     cudaStream_t s);
+int32_t fhd__cuda_bf16_relu_backward(fhd__backend *b, uint32_t l, const float *dx2, cudaStream_t s);
 /* cuda_setup.cpp */
 int32_t fhd__cuda_prepare_kernels(fhd__backend *b);
 /* cuda_act.cpp */

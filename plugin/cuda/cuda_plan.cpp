@@ -27,8 +27,8 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     const uint64_t B = cfg->batch_size;
     const uint64_t rows_on = cfg->double_dqn ? 2 * B : B;
     const int has_sn = lo->num_sn > 0;
-    p->tf32_fwd = cfg->matmul_precision == FHD_PREC_TF32_FORWARD ||
-                  cfg->matmul_precision == FHD_PREC_TF32;
+    p->tf32_fwd =
+        cfg->matmul_precision == FHD_PREC_TF32_FORWARD || cfg->matmul_precision == FHD_PREC_TF32;
     p->tf32_bwd = cfg->matmul_precision == FHD_PREC_TF32;
     p->bf16 = cfg->matmul_precision == FHD_PREC_BF16;
     for (uint32_t l = 1; l < lo->L; l++) { /* dx of a torso layer above layer 0 */
@@ -121,7 +121,10 @@ static void put_gemm(jbuf *j, const fhd__gemm_choice *g) {
     put(j, ",\"kernel\":\"cublasLt\",\"m\":%u,\"n\":%u,\"k\":%u,\"op\":\"%s\",\"batch\":%u", g->m,
         g->n, g->k, g->op, g->batch ? g->batch : 1u);
     put(j, ",\"precision\":\"%s\",\"epilogue\":\"%s\",\"epilogue_kernel\":%s,\"beside\":%s",
-        g->bf16 == FHD_GEMM_BF16_OUT ? "bf16_out" : g->bf16 ? "bf16" : g->tf32 ? "tf32" : "fp32",
+        g->bf16 == FHD_GEMM_BF16_OUT ? "bf16_out"
+        : g->bf16                    ? "bf16"
+        : g->tf32                    ? "tf32"
+                                     : "fp32",
         epi_name(g->epilogue), tf(g->fallback), tf(g->beside));
     put(j,
         ",\"algo\":%d,\"tile\":%d,\"stages\":%d,\"splitk\":%d,\"reduction\":%d,\"swizzle\":%d,"
@@ -154,8 +157,12 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
     if (cap)
         buf[0] = '\0';
     put(&j, "{\"precision\":{\"forward\":\"%s\",\"backward\":\"%s\"}",
-        p->bf16 ? "bf16" : p->tf32_fwd ? "tf32" : "fp32",
-        p->bf16 ? "bf16" : p->tf32_bwd ? "tf32" : "fp32");
+        p->bf16       ? "bf16"
+        : p->tf32_fwd ? "tf32"
+                      : "fp32",
+        p->bf16       ? "bf16"
+        : p->tf32_bwd ? "tf32"
+                      : "fp32");
     put(&j, ",\"autotune\":{\"mode\":\"%s\",\"cache\":", mode_name(p->autotune));
     put_str(&j, p->cache);
     put(&j, ",\"ms\":%.1f,\"budget_ms\":%.0f,\"timed\":%d,\"cache_hits\":%d}", p->autotune_ms,

@@ -49,13 +49,17 @@ static const variant variants[] = {
      "\"obs_dim\": 16, \"hidden\": [64, 48], \"actions\": [6], \"dueling\": true, "
      "\"double_dqn\": true, \"replay\": \"prioritized\", \"lr\": 0.001, \"max_grad_norm\": 10, "
      "\"batch_size\": 64, \"replay_capacity\": 512, \"target_update_interval\": 10",
-     1, {6}, 100},
+     1,
+     {6},
+     100},
     /* B1's torso: split_dx of layer 1, split_dw0, layer 0 paired (no spectral norm) */
     {"b1-torso",
      "\"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], \"dueling\": true, "
      "\"double_dqn\": true, \"replay\": \"prioritized\", \"lr\": 0.0001, \"max_grad_norm\": 10, "
      "\"batch_size\": 256, \"replay_capacity\": 1024, \"target_update_interval\": 10",
-     1, {8}, 50},
+     1,
+     {8},
+     50},
     /* B3's torso: spectral norm on both layers (the GEMMs' device alpha 1/sigma), CQL,
      * branching; sampling beside the power iteration */
     {"b3-torso",
@@ -63,35 +67,45 @@ static const variant variants[] = {
      "\"double_dqn\": true, \"spectral_norm\": \"all\", \"cql_alpha\": 0.1, "
      "\"replay\": \"prioritized\", \"lr\": 0.0001, \"max_grad_norm\": 10, "
      "\"batch_size\": 1024, \"replay_capacity\": 2048, \"target_update_interval\": 10",
-     4, {5, 5, 5, 5}, 20},
+     4,
+     {5, 5, 5, 5},
+     20},
     {"nstep-polyak-adamw-sn-last",
      "\"obs_dim\": 24, \"hidden\": [96, 64], \"actions\": [5], \"n_step\": 3, \"gamma\": 0.9, "
      "\"tau\": 0.05, \"target_update_interval\": 1, \"optimizer\": \"adamw\", "
      "\"weight_decay\": 0.01, \"spectral_norm\": \"last\", \"loss\": \"mse\", "
      "\"replay\": \"uniform\", \"lr\": 0.001, \"max_grad_norm\": 1, "
      "\"batch_size\": 128, \"replay_capacity\": 512",
-     1, {5}, 100},
+     1,
+     {5},
+     100},
     /* widths and an input size that are not multiples of 8 (bf16 operands 2-byte aligned),
      * a head of 3 + 2 outputs, one hidden layer */
     {"odd-widths",
      "\"obs_dim\": 7, \"hidden\": [37], \"actions\": [3, 2], \"dueling\": false, "
      "\"double_dqn\": false, \"replay\": \"prioritized\", \"lr\": 0.001, \"max_grad_norm\": 1, "
      "\"batch_size\": 50, \"replay_capacity\": 512, \"target_update_interval\": 10",
-     2, {3, 2}, 100},
+     2,
+     {3, 2},
+     100},
     /* flat uint8 observations (converted with obs_scale on the device, then rounded) */
     {"uint8-flat",
      "\"obs_dim\": 20, \"obs_dtype\": \"uint8\", \"hidden\": [64, 64], \"actions\": [4], "
      "\"dueling\": true, \"double_dqn\": true, \"replay\": \"prioritized\", \"lr\": 0.001, "
      "\"max_grad_norm\": 10, \"batch_size\": 96, \"replay_capacity\": 512, "
      "\"target_update_interval\": 10",
-     1, {4}, 100},
+     1,
+     {4},
+     100},
     /* a batch above FHD_LOSS_SMALL_BATCH and three hidden layers */
     {"large-batch-deep",
      "\"obs_dim\": 32, \"hidden\": [128, 96, 64], \"actions\": [4, 4], \"dueling\": true, "
      "\"double_dqn\": true, \"replay\": \"prioritized\", \"lr\": 0.0003, "
      "\"max_grad_norm\": 10, \"batch_size\": 4160, \"replay_capacity\": 8192, "
      "\"target_update_interval\": 10",
-     2, {4, 4}, 20},
+     2,
+     {4, 4},
+     20},
 };
 
 #define TOL_FWD 3e-3
@@ -102,8 +116,8 @@ static const variant variants[] = {
 
 static void make_json(char *buf, size_t cap, const variant *v, const char *backend,
                       const char *precision) {
-    snprintf(buf, cap, "{" COMMON "%s, \"backend\": \"%s\", \"matmul_precision\": \"%s\"}",
-             v->json, backend, precision);
+    snprintf(buf, cap, "{" COMMON "%s, \"backend\": \"%s\", \"matmul_precision\": \"%s\"}", v->json,
+             backend, precision);
 }
 
 static int prioritized(const variant *v) {
@@ -193,8 +207,9 @@ static void check_graph(const variant *v, fhd_learner *Lg) {
     ct_read(Lg, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, info);
     const int paired = info[FHD_CUDA_INFO_PAIRED_FWD0] != 0;
     const int L = (int)Lg->lo.L;
-    ct_check(memcpys == 0 && grid1 == 0, "%s: %zu nodes, no memcpy (%d), no 1x1x1 grid of ours (%d)",
-             v->name, n, memcpys, grid1);
+    ct_check(memcpys == 0 && grid1 == 0,
+             "%s: %zu nodes, no memcpy (%d), no 1x1x1 grid of ours (%d)", v->name, n, memcpys,
+             grid1);
     /* the weights, layer 0's input (paired: one conversion, else one a network), the head's
      * output gradient */
     ct_check(cvt == (paired ? 3 : 4), "%s: %d bf16 conversions (%d expected; layer 0 %s)", v->name,
@@ -215,7 +230,8 @@ static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg, uint32_t N) {
     ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, pc);
     fhd__backend_scalars sc, sg;
     if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, pc) != FHD_OK ||
-        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK || Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
+        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK ||
+        Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
         printf("FAIL write priorities: %s\n", Lg->ops->error(Lg->be));
         exit(1);
     }
@@ -248,8 +264,10 @@ static void check_act(const variant *v, fhd_learner *Lc, fhd_learner *Lg, double
     const int u8 = Lc->cfg.obs_dtype == FHD_OBS_UINT8;
     float *obs = (float *)malloc(sizeof(float) * n * S);
     uint8_t *obs8 = (uint8_t *)malloc(n * S);
-    float *qc = (float *)malloc(sizeof(float) * n * KT), *qg = (float *)malloc(sizeof(float) * n * KT);
-    int32_t *ac = (int32_t *)malloc(sizeof(int32_t) * n * D), *ag = (int32_t *)malloc(sizeof(int32_t) * n * D);
+    float *qc = (float *)malloc(sizeof(float) * n * KT),
+          *qg = (float *)malloc(sizeof(float) * n * KT);
+    int32_t *ac = (int32_t *)malloc(sizeof(int32_t) * n * D),
+            *ag = (int32_t *)malloc(sizeof(int32_t) * n * D);
     uint64_t s = 99;
     for (uint32_t i = 0; i < n * S; i++) {
         obs[i] = ct_normal(&s);
@@ -375,12 +393,14 @@ static void run_variant(const variant *v) {
             check_stats(v, Lc, Lg, "update 1", TOL_FWD);
             const double e16 = cmp_kind(Lg, Lc, FHD_STATE_GRAD, 0, P);
             const double e32 = cmp_kind(Lg, Lf, FHD_STATE_GRAD, 0, P);
-            ct_check(e16 <= TOL_GRAD, "%s update 1: gradient rel %.2e against the cpu's bf16 (tol "
-                                      "%.0e)", v->name, e16, TOL_GRAD);
+            ct_check(e16 <= TOL_GRAD,
+                     "%s update 1: gradient rel %.2e against the cpu's bf16 (tol "
+                     "%.0e)",
+                     v->name, e16, TOL_GRAD);
             ct_check(e32 >= FP32_RATIO * e16,
                      "%s update 1: the gradient is %.1fx further from the cpu's fp32 one (%.2e; "
-                     "at least %.0fx): bf16 is in effect", v->name, e32 / fmax(e16, 1e-30), e32,
-                     FP32_RATIO);
+                     "at least %.0fx): bf16 is in effect",
+                     v->name, e32 / fmax(e16, 1e-30), e32, FP32_RATIO);
             double e = cmp_kind(Lg, Lc, FHD_STATE_PARAMS, 0, 2 * P);
             ct_check(e <= TOL_PARAM1, "%s update 1: parameters rel %.2e (tol %.0e)", v->name, e,
                      TOL_PARAM1);
@@ -410,9 +430,10 @@ static void run_variant(const variant *v) {
         fhd_train_stats st = FHD_TRAIN_STATS_INIT;
         const int32_t rg = fhd__learner_train(Lg, 200, &st);
         const uint64_t c1 = ct_sync_count(Lg);
-        ct_check(rg == FHD_OK && c1 == c0, "%s: 200 more updates without a synchronisation "
-                                           "(%llu, %llu)", v->name, (unsigned long long)c0,
-                 (unsigned long long)c1);
+        ct_check(rg == FHD_OK && c1 == c0,
+                 "%s: 200 more updates without a synchronisation "
+                 "(%llu, %llu)",
+                 v->name, (unsigned long long)c0, (unsigned long long)c1);
         char msg[256] = {0};
         ct_check(Lg->ops->check_invariants(Lg->be, msg, sizeof msg) == FHD_OK,
                  "%s: CUDA invariants hold (%s)", v->name, msg);
@@ -511,9 +532,11 @@ static void run_determinism(const variant *v) {
     fhd_learner *both[2] = {A, B};
     feed(both, 2, v);
     fhd_train_stats st = FHD_TRAIN_STATS_INIT;
-    const int ok = fhd__learner_train(A, 50, &st) == FHD_OK && fhd__learner_train(B, 50, &st) == FHD_OK;
+    const int ok =
+        fhd__learner_train(A, 50, &st) == FHD_OK && fhd__learner_train(B, 50, &st) == FHD_OK;
     const uint64_t P = A->lo.num_params;
-    float *pa = ct_read_floats(A, FHD_STATE_PARAMS, 2 * P), *pb = ct_read_floats(B, FHD_STATE_PARAMS, 2 * P);
+    float *pa = ct_read_floats(A, FHD_STATE_PARAMS, 2 * P),
+          *pb = ct_read_floats(B, FHD_STATE_PARAMS, 2 * P);
     ct_check(ok && memcmp(pa, pb, 8 * (size_t)P) == 0,
              "%s: two CUDA learners bitwise identical after 50 updates", v->name);
     free(pa);

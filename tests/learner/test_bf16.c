@@ -70,8 +70,8 @@ static void test_rounding(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const float got = fhd__bf16_round(from_bits(cases[i].in));
-        CHECK(bits(got) == cases[i].out, "round(%08x) = %08x, expected %08x",
-              (unsigned)cases[i].in, (unsigned)bits(got), (unsigned)cases[i].out);
+        CHECK(bits(got) == cases[i].out, "round(%08x) = %08x, expected %08x", (unsigned)cases[i].in,
+              (unsigned)bits(got), (unsigned)cases[i].out);
     }
     const uint32_t nans[] = {0x7fc00000u, 0x7f800001u, 0xffc00001u, 0x7fffffffu};
     for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
@@ -99,10 +99,11 @@ static void test_rounding(void) {
 
 /* ---- the learner ------------------------------------------------------------------------- */
 
-#define MLP "\"obs_dim\": 10, \"actions\": [4, 3], \"hidden\": [48, 32], \"dueling\": true, " \
-            "\"double_dqn\": true, \"spectral_norm\": \"last\", \"replay\": \"prioritized\", "  \
-            "\"batch_size\": 32, \"replay_capacity\": 256, \"learning_starts\": 0, "          \
-            "\"lr\": 0.003, \"seed\": 5, \"target_update_interval\": 4, \"num_envs\": 4"
+#define MLP                                                                                        \
+    "\"obs_dim\": 10, \"actions\": [4, 3], \"hidden\": [48, 32], \"dueling\": true, "              \
+    "\"double_dqn\": true, \"spectral_norm\": \"last\", \"replay\": \"prioritized\", "             \
+    "\"batch_size\": 32, \"replay_capacity\": 256, \"learning_starts\": 0, "                       \
+    "\"lr\": 0.003, \"seed\": 5, \"target_update_interval\": 4, \"num_envs\": 4"
 
 static fhd_learner *make(const char *precision, const char *backend) {
     char cfg[1024];
@@ -203,8 +204,10 @@ static void test_learner(void) {
           "one update each");
     float *ga = read_all(A, FHD_STATE_GRAD, P), *gf = read_all(F, FHD_STATE_GRAD, P);
     const double e1 = relerr(ga, gf, P);
-    CHECK(e1 > 1e-5 && e1 < 5e-2, "update 1: the bf16 gradient differs from the fp32 one by %.2e "
-                                  "(rounding, not another computation)", e1);
+    CHECK(e1 > 1e-5 && e1 < 5e-2,
+          "update 1: the bf16 gradient differs from the fp32 one by %.2e "
+          "(rounding, not another computation)",
+          e1);
     CHECK(not_bf16(ga, P) > P / 2, "gradients are fp32 sums (%llu of %llu not bf16 values)",
           (unsigned long long)not_bf16(ga, P), (unsigned long long)P);
     CHECK(fhd__learner_train(A, 29, &st) == FHD_OK && fhd__learner_train(B, 29, &st) == FHD_OK,
@@ -263,7 +266,8 @@ static void test_backends(void) {
     /* "auto": on a machine without the CUDA backend bf16 runs on the CPU, TF32 becomes fp32 */
     fhd_learner *A = make("bf16", "auto"), *T = make("tf32", "auto");
     if (strcmp(A->ops->name, "cpu") == 0) {
-        CHECK(A->cfg.matmul_precision == FHD_PREC_BF16 && A->be && A->cfg.backend == FHD_BACKEND_AUTO,
+        CHECK(A->cfg.matmul_precision == FHD_PREC_BF16 && A->be &&
+                  A->cfg.backend == FHD_BACKEND_AUTO,
               "auto on the cpu keeps bf16");
         CHECK(T->cfg.matmul_precision == FHD_PREC_FP32, "auto on the cpu turns tf32 into fp32");
     } else {
