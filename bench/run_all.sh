@@ -20,6 +20,8 @@
 #                                   max(16 B, 65536)))
 #   --tf32                          on the GPU also: ours with matmul_precision tf32_forward and
 #                                   tf32, torch with --tf32 (its matmuls and cuDNN convs)
+#   --bf16                          on the GPU also: ours with matmul_precision bf16 (refused for
+#                                   conv presets: an error row), torch with --bf16 (autocast)
 #   --peak-tflops X                 GPU peak for ours' peak_fraction
 #   --shapes N                      then the random-shape suite: bench/shapes.py --n N --seed 1
 #                                   (on the GPU when it runs, else the CPU with --small) into
@@ -43,6 +45,7 @@ peak=""
 shapes=0
 fill=""
 tf32=0
+bf16=0
 out="${OUT:-${TMPDIR:-/tmp}/fhd-bench}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -55,9 +58,10 @@ while [ $# -gt 0 ]; do
     --peak-tflops) peak="$2"; shift ;;
     --fill) fill="$2"; shift ;;
     --tf32) tf32=1 ;;
+    --bf16) bf16=1 ;;
     --shapes) shapes="$2"; shift ;;
     --out) out="$2"; shift ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -148,6 +152,15 @@ if [ $gpu = 1 ]; then
       record gpu "$p" pytorch "torch-$m" -- "$PYTHON" bench/torch_reference.py --device cuda \
         --preset "$p" --mode "$m" --repeats "$repeats" --json "${peak_arg[@]}" "${fill_arg[@]}"
     done
+    if [ $bf16 = 1 ]; then
+      record gpu "$p" foxhunt-dqn cuda-bf16 -- "$HOST" bench --preset "$p" --backend cuda \
+        --set matmul_precision=bf16 --repeats "$repeats" --json "${peak_arg[@]}" "${fill_arg[@]}"
+      for m in $modes; do
+        record gpu "$p" pytorch "torch-$m-bf16" -- "$PYTHON" bench/torch_reference.py \
+          --device cuda --preset "$p" --mode "$m" --bf16 --repeats "$repeats" --json \
+          "${peak_arg[@]}" "${fill_arg[@]}"
+      done
+    fi
     [ $tf32 = 1 ] || continue
     for prec in tf32_forward tf32; do
       record gpu "$p" foxhunt-dqn "cuda-$prec" -- "$HOST" bench --preset "$p" --backend cuda \
@@ -203,16 +216,19 @@ errors = [f"{r['machine']} {r['preset']} {r['impl']} {r.get('mode', r.get('backe
 for ours in [r for r in rows if r.get("impl") == "foxhunt-dqn"]:
     m, p = ours["machine"], ours["preset"]
     # precision: ours' matmul_precision; its PyTorch rows are those with TF32 on (--tf32) for
-    # tf32_forward and tf32, off for fp32
+    # tf32_forward and tf32, with autocast (--bf16) for bf16, neither for fp32
     prec = (ours.get("config") or {}).get("matmul_precision") or (  # error rows: the backend
         ours.get("backend", "")[5:] if ours.get("backend", "").startswith("cuda-") else "fp32")
     trows = {}  # mode -> the fastest PyTorch row of that mode (CPU: over thread counts)
     for r in rows:
         if r.get("impl") != "pytorch" or r["preset"] != p or r["machine"] != m:
             continue
-        if bool(r.get("tf32") or r.get("backend", "").endswith("-tf32")) != (prec != "fp32"):
+        tb = r.get("backend", "")
+        kind = ("bf16" if r.get("bf16") or tb.endswith("-bf16")
+                else "tf32" if r.get("tf32") or tb.endswith("-tf32") else "fp32")
+        if kind != ("fp32" if prec == "fp32" else "bf16" if prec == "bf16" else "tf32"):
             continue
-        mode = r.get("mode", r.get("backend", "").replace("torch-", "").replace("-tf32", ""))
+        mode = r.get("mode", tb.replace("torch-", "").replace("-tf32", "").replace("-bf16", ""))
         old = trows.get(mode)
         if (old is None or "error" in old
                 or r.get("us_per_update_median", float("inf")) < old["us_per_update_median"]):
@@ -254,7 +270,9 @@ print("ratios: PyTorch time / ours (above 1: ours is faster); torch columns on t
       "faster of --threads <cores> and --threads 1. CPU time: the process's CPU time per update "
       "(all threads; meaningful as work per update when both run one thread, i.e. with "
       "OPENBLAS_NUM_THREADS=1). Rows named tf32_forward / tf32: ours at that matmul_precision "
-      "against PyTorch with TF32 matmuls and convs (--tf32). GEMM FLOPs count a conv as its "
+      "against PyTorch with TF32 matmuls and convs (--tf32); rows named bf16: ours at "
+      "matmul_precision bf16 against PyTorch under bf16 autocast (--bf16). GEMM FLOPs count a "
+      "conv as its "
       "im2col GEMM. floor (fp32 rows): GEMM FLOPs per update / the machine's large float32 "
       "matmul rate through torch ("
       + ", ".join(f"{k} {v:.0f} GFLOP/s" for k, v in sgemm.items()) + ").")

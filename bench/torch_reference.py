@@ -30,6 +30,12 @@ The same update, op for op:
   update    double DQN target from target(s') at argmax online(s'), Huber (delta) or squared
             error weighted by w, optional CQL, clip_grad_norm_, Adam / AdamW; hard (tau = 1)
             or Polyak target update every target_update_interval updates, from the host.
+bf16 (--bf16, the learner's matmul_precision "bf16"): the torso and head GEMMs and convolutions
+            under torch.autocast(bfloat16) (bf16 operands, fp32 accumulation, bf16 outputs),
+            the head's output upcast to fp32 before the dueling combination and the loss;
+            W / sigma formed in fp32 first; parameters, gradients and Adam in fp32. Autocast
+            rounds Q, dW and db to bf16 where the learner keeps them fp32 (docs/design.md
+            section 4, "GEMM precision"): the same arithmetic cost, a few bf16 ulps apart.
 Modes: eager (CPU and CUDA); graph: the whole update captured into one torch.cuda.CUDAGraph
 with static buffers, warmed up on a side stream as PyTorch documents (Adam capturable=True);
 compile: torch.compile of the sampling + forward + loss and of the optimizer step (failures
@@ -49,19 +55,21 @@ CPU threads: torch.set_num_threads(--threads, default os.cpu_count()); reported 
 Config keys: those of the update above are implemented; the ones that do not change an
 update (backend, device, exploration, the step() schedule, num_envs, autotune, frame_stack)
 are ignored; n_step must be 1 (the fill stores one-step transitions); matmul_precision other
-than fp32 is recorded, and TF32 is used only with --tf32; any other key is an error, so a
+than fp32 is recorded, and TF32 is used only with --tf32, bf16 only with --bf16; any other key
+is an error, so a
 config this script cannot run the same way is refused rather than timed as something else.
 
 Runs under torch 1.13 (CPU only: eager) and torch 2.x (CUDA: eager, graph, compile).
 Usage:
   torch_reference.py --device cpu|cuda --preset C0[,B1,...] --mode eager|graph|compile|all
                      [--json] [--updates N] [--repeats N] [--threads N] [--peak-tflops X]
-                     [--fill N] [--tf32] [--channels-last]
+                     [--fill N] [--tf32] [--bf16] [--channels-last]
   torch_reference.py --device cpu|cuda --config FILE [--config FILE ...] [same options]
   torch_reference.py --device cpu|cuda --sgemm      (large float32 matmul rate, GFLOP/s)
 With --json each (preset or config, mode) prints one JSON object on its own line.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -204,10 +212,12 @@ class Learner:
     """Parameters, target, spectral-norm vectors, optimizer and replay on one device.
     Layers j = 0 .. T: the NC conv layers, the L linear torso layers, then the head (j = T);
     params[2 j], params[2 j + 1] are layer j's W and b (conv W (cout, cin, k, k)).
-    channels_last: conv weights and activations in NHWC memory (the same math)."""
+    channels_last: conv weights and activations in NHWC memory (the same math); bf16: the
+    forward's GEMMs and convolutions under autocast (see the header)."""
 
-    def __init__(self, cfg, device, capturable=False, channels_last=False):
+    def __init__(self, cfg, device, capturable=False, channels_last=False, bf16=False):
         self.cfg, self.dev = cfg, device
+        self.bf16 = bool(bf16)
         self.obs_shape = tuple(cfg["obs_shape"]) if cfg.get("obs_shape") else (cfg["obs_dim"],)
         self.u8 = cfg["obs_dtype"] == "uint8"
         self.obs_dtype = torch.uint8 if self.u8 else torch.float32
@@ -296,15 +306,21 @@ class Learner:
         h = x
         if self.u8 or self.scale != 1.0:
             h = h.to(torch.float32) * self.scale
-        if self.NC:
-            if self.channels_last:
-                h = h.contiguous(memory_format=torch.channels_last)
-            for c, (_, _, _, st, pad, _, _) in enumerate(self.convs):
-                h = torch.relu(F.conv2d(h, Ws[c], params[2 * c + 1], stride=st, padding=pad))
-            h = h.flatten(1)  # (n, C H W), nn.Flatten's order
-        for l in range(self.NC, self.T):
-            h = torch.relu(F.linear(h, Ws[l], params[2 * l + 1]))
-        out = F.linear(h, Ws[self.T], params[2 * self.T + 1])
+        # bf16: autocast without its weight-cast cache (the cache must not outlive a CUDA graph
+        # capture); the head's bf16 output comes back to fp32 for the combination and the loss
+        amp = (torch.autocast(torch.device(self.dev).type, dtype=torch.bfloat16,
+                              cache_enabled=False) if self.bf16 else contextlib.nullcontext())
+        with amp:
+            if self.NC:
+                if self.channels_last:
+                    h = h.contiguous(memory_format=torch.channels_last)
+                for c, (_, _, _, st, pad, _, _) in enumerate(self.convs):
+                    h = torch.relu(F.conv2d(h, Ws[c], params[2 * c + 1], stride=st, padding=pad))
+                h = h.flatten(1)  # (n, C H W), nn.Flatten's order
+            for l in range(self.NC, self.T):
+                h = torch.relu(F.linear(h, Ws[l], params[2 * l + 1]))
+            out = F.linear(h, Ws[self.T], params[2 * self.T + 1])
+        out = out.float()
         if self.uniform:
             if not self.dueling:
                 return out.view(-1, self.D, self.K)
@@ -551,8 +567,8 @@ def bench_one(preset, mode, args, dev):
 def bench_config(cfg, label, mode, args, dev):
     """Time one resolved config in one mode; the result dict (with "error" on failure).
     args: seed, envs, warmup, updates, repeats, act_calls (0: no act timing), peak_tflops,
-    tf32, and optionally fill (None: the default) and channels_last (the attributes of this
-    script's command line)."""
+    tf32, and optionally fill (None: the default), channels_last and bf16 (the attributes of
+    this script's command line)."""
     cfg = dict(cfg, seed=args.seed)
     chl = bool(getattr(args, "channels_last", False)) and bool(cfg["conv"])
     res = {"preset": label, "impl": "pytorch", "mode": mode, "backend": "torch-" + mode,
@@ -560,6 +576,7 @@ def bench_config(cfg, label, mode, args, dev):
            "torch_version": torch.__version__, "threads": torch.get_num_threads(),
            "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
            "batch_size": cfg["batch_size"], "tf32": bool(args.tf32),
+           "bf16": bool(getattr(args, "bf16", False)),
            "matmul_precision": cfg.get("matmul_precision", "fp32"),
            "obs_dtype": cfg["obs_dtype"]}
     if cfg["conv"]:
@@ -578,7 +595,8 @@ def bench_config(cfg, label, mode, args, dev):
     fill = getattr(args, "fill", None) or min(cfg["replay_capacity"], max(16 * B, 65536))
     fill = -(-fill // envs) * envs
     fill = min(fill, cfg["replay_capacity"])
-    lr = Learner(cfg, dev, capturable=(mode == "graph"), channels_last=chl)
+    lr = Learner(cfg, dev, capturable=(mode == "graph"), channels_last=chl,
+                 bf16=getattr(args, "bf16", False))
     rows = max(128, min(4096, (16 << 20) // cfg["obs_dim"]))
     obs, rew, term, act = synthetic(cfg, rows, envs, args.seed)
     lr.alloc_replay(fill)
@@ -716,6 +734,10 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--peak-tflops", type=float, default=None)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 matmuls on CUDA")
+    ap.add_argument("--bf16", action="store_true",
+                    help="matmuls and convolutions in bfloat16 under torch.autocast, fp32 "
+                         "accumulation, weights and optimiser (the learner's matmul_precision "
+                         "\"bf16\")")
     ap.add_argument("--sgemm", action="store_true", help="print the large-matmul rate and exit")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

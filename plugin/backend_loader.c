@@ -61,8 +61,9 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
     return ops;
 }
 
-/* What of the config the CUDA module cannot run yet (spectral norm on conv layers, pruning,
- * the diversity term and detailed_metrics are CPU-only for now), or NULL, with the JSON path.
+/* What of the config the CUDA module cannot run yet (spectral norm on conv layers, bf16 GEMMs
+ * with a conv torso, pruning, the diversity term and detailed_metrics are CPU-only for now), or
+ * NULL, with the JSON path.
  * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
  * failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
@@ -70,6 +71,12 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
         *path = "$.spectral_norm";
         return "spectral norm on conv layers (spectral_norm \"all\" with a conv torso; \"last\" "
                "runs there)";
+    }
+    if (c->num_conv > 0 && c->matmul_precision == FHD_PREC_BF16) {
+        *path = "$.matmul_precision";
+        return "bf16 GEMMs with a conv torso (matmul_precision \"bf16\" with conv layers: the "
+               "im2col, flatten and conv-dz kernels read and write fp32; an MLP runs in bf16 "
+               "there)";
     }
     if (c->prune_sparsity > 0.0) {
         *path = "$.prune_sparsity";
@@ -84,6 +91,13 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
         return "detailed_metrics (per-layer and per-branch norms, q_delta)";
     }
     return NULL;
+}
+
+/* "auto" falling back to the CPU: bf16 runs there with the same semantics (docs/design.md
+ * section 4, "GEMM precision"); TF32 does not exist there, so it computes in fp32. */
+static void cpu_precision(fhd__config *c) {
+    if (c->matmul_precision != FHD_PREC_BF16)
+        c->matmul_precision = FHD_PREC_FP32;
 }
 
 int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
@@ -101,7 +115,7 @@ int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
         snprintf(L->fallback_reason, sizeof L->fallback_reason,
                  "the cuda backend does not support %s yet (cpu-only for now)", pixels);
         L->ops = &fhd__cpu_backend_ops;
-        L->cfg.matmul_precision = FHD_PREC_FP32;
+        cpu_precision(&L->cfg);
         return FHD_OK;
     }
     switch (L->cfg.backend) {
@@ -121,8 +135,7 @@ int32_t fhd__select_backend(fhd_learner *L, fhd_error *err) {
             return FHD_OK;
         snprintf(L->fallback_reason, sizeof L->fallback_reason, "%s", why);
         L->ops = &fhd__cpu_backend_ops;
-        /* the CPU computes in fp32 whatever precision was asked for */
-        L->cfg.matmul_precision = FHD_PREC_FP32;
+        cpu_precision(&L->cfg);
         return FHD_OK;
     }
 }

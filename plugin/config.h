@@ -18,7 +18,14 @@ typedef enum { FHD_SN_NONE = 0, FHD_SN_LAST = 1, FHD_SN_ALL = 2 } fhd__sn_mode;
 typedef enum { FHD_LOSS_HUBER = 0, FHD_LOSS_MSE = 1 } fhd__loss_kind;
 typedef enum { FHD_OPT_ADAM = 0, FHD_OPT_ADAMW = 1 } fhd__opt_kind;
 typedef enum { FHD_REPLAY_UNIFORM = 0, FHD_REPLAY_PRIORITIZED = 1 } fhd__replay_kind;
-typedef enum { FHD_PREC_FP32 = 0, FHD_PREC_TF32_FORWARD = 1, FHD_PREC_TF32 = 2 } fhd__precision;
+/* bf16: GEMM operands rounded to bfloat16, fp32 accumulation and master state (docs/design.md
+ * section 4, "GEMM precision"); the only non-fp32 precision the cpu backend runs */
+typedef enum {
+    FHD_PREC_FP32 = 0,
+    FHD_PREC_TF32_FORWARD = 1,
+    FHD_PREC_TF32 = 2,
+    FHD_PREC_BF16 = 3
+} fhd__precision;
 typedef enum { FHD_PRUNE_TORSO = 0, FHD_PRUNE_ALL = 1 } fhd__prune_scope;
 typedef enum { FHD_TUNE_OFF = 0, FHD_TUNE_FAST = 1, FHD_TUNE_FULL = 2 } fhd__autotune_mode;
 

@@ -74,12 +74,13 @@ int32_t fhd__cfg_check_consistency(const fhd__cfg_schema *s, fhd__config *c,
                              ", prune_frequency %" PRIu64
                              "); allowed: prune_start + a multiple of prune_frequency",
                              c->prune_end, c->prune_start, c->prune_frequency);
-    if (c->backend == FHD_BACKEND_CPU && c->matmul_precision != FHD_PREC_FP32) {
+    if (c->backend == FHD_BACKEND_CPU && c->matmul_precision != FHD_PREC_FP32 &&
+        c->matmul_precision != FHD_PREC_BF16) {
         const json_t *names = s->keys[KEY_matmul_precision].enums;
         return fhd__cfg_fail(
             err, FHD_ERR_CONFIG_INCONSISTENT, 0, 0, "$.matmul_precision",
             "\"%s\" is not available with backend \"cpu\" (the CPU backend computes in "
-            "fp32 only); allowed: \"fp32\", or backend \"cuda\" or \"auto\"",
+            "fp32 or bf16); allowed: \"fp32\", \"bf16\", or backend \"cuda\" or \"auto\"",
             json_string_value(json_array_get(names, (size_t)c->matmul_precision)));
     }
     return FHD_OK;

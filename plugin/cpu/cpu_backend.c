@@ -39,6 +39,7 @@ static void cpu_destroy(fhd__backend *b) {
     free(b->sn);
     free(b->mask);
     free(b->wsn);
+    free(b->w16);
     for (uint32_t l = 0; l <= FHD_MAX_HIDDEN_LAYERS; l++)
         free(b->h[l]);
     free(b->fa);
@@ -143,7 +144,10 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     b->sn_tmp = (float *)xalloc(sn_tmp, sizeof(float), &ok);
     b->ob = fhd__config_obs_bytes(cfg);
     b->scale = fhd__config_obs_scale(cfg);
-    if (lo->NC == 0 && (cfg->obs_dtype == FHD_OBS_UINT8 || b->scale != 1.0f)) {
+    const int bf16 = cfg->matmul_precision == FHD_PREC_BF16;
+    if (bf16)
+        b->w16 = (float *)xalloc(2 * P, sizeof(float), &ok);
+    if (lo->NC == 0 && (cfg->obs_dtype == FHD_OBS_UINT8 || b->scale != 1.0f || bf16)) {
         b->xin = (float *)xalloc((size_t)2 * B * S, sizeof(float), &ok);
         b->xin2 = (float *)xalloc((size_t)B * S, sizeof(float), &ok);
     }
@@ -219,8 +223,11 @@ static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *o
                              int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
     fpmode fm = fpmode_enter();
-    if (lo->num_sn && !b->eval_sn_fresh) { /* W_sn of the current weights, stored u, v */
-        fhd__cpu_sn_prepare(b, 0, 1);
+    if (!b->eval_sn_fresh) { /* W_sn of the current weights, stored u, v; bf16 weights */
+        if (lo->num_sn)
+            fhd__cpu_sn_prepare(b, 0, 1);
+        if (b->w16)
+            fhd__cpu_bf16_shadow(b, 1);
         b->eval_sn_fresh = 1;
     }
     for (uint32_t r0 = 0; r0 < n; r0 += b->B) {

@@ -9,7 +9,8 @@
  *                    dcol (ckk, hw) = W^T (ckk, cout) . dz (cout, hw), then col2im adds dcol
  *                    back onto dx (cin, hin, win)
  * The first layer reads observation rows of the learner's dtype: uint8 -> float and the scale
- * are applied while packing col, so no converted copy of the batch is made.
+ * are applied while packing col, so no converted copy of the batch is made. With bf16 GEMMs
+ * (fhd__gemm_mode) col is rounded after packing, and y and dz as cpu_ops.h says.
  */
 #include <cblas.h>
 #include <string.h>
@@ -78,14 +79,18 @@ static void col2im(float *restrict dx, const float *restrict dcol, const fhd__co
 }
 
 void fhd__conv_forward(float *y, const void *x, int x_u8, float scale, const float *W,
-                       const float *b, const fhd__conv_layer *cv, uint32_t n, float *col) {
+                       const float *b, const fhd__conv_layer *cv, uint32_t n, float *col,
+                       const fhd__gemm_mode *m) {
     const size_t in_sz = (size_t)cv->cin * cv->hin * cv->win, out_sz = (size_t)cv->cout * cv->hw;
     const size_t in_bytes = in_sz * (x_u8 ? 1 : sizeof(float));
     for (uint32_t i = 0; i < n; i++) {
         float *yi = y + i * out_sz; /* (cout, hw) */
         im2col(col, (const char *)x + i * in_bytes, x_u8, scale, cv);
+        if (m->bf16) /* the GEMM's operand (the layers above read bf16 values already) */
+            fhd__bf16_round_n(col, col, (uint64_t)cv->ckk * cv->hw);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cv->cout, (int)cv->hw,
-                    (int)cv->ckk, 1.0f, W, (int)cv->ckk, col, (int)cv->hw, 0.0f, yi, (int)cv->hw);
+                    (int)cv->ckk, m->alpha, W, (int)cv->ckk, col, (int)cv->hw, 0.0f, yi,
+                    (int)cv->hw);
         for (uint32_t co = 0; co < cv->cout; co++) {
             float *r = yi + (size_t)co * cv->hw;
             const float bias = b[co];
@@ -94,36 +99,43 @@ void fhd__conv_forward(float *y, const void *x, int x_u8, float scale, const flo
                 r[j] = z > 0.0f ? z : 0.0f;
             }
         }
+        if (m->bf16)
+            fhd__bf16_round_n(yi, yi, out_sz);
     }
 }
 
-void fhd__conv_backward(float *dx, float *dW, float *db, const float *dz, const void *x, int x_u8,
+void fhd__conv_backward(float *dx, float *dW, float *db, float *dz, const void *x, int x_u8,
                         float scale, const float *W, const fhd__conv_layer *cv, uint32_t n,
-                        float *col, float *dcol) {
+                        float *col, float *dcol, const fhd__gemm_mode *m) {
     const size_t in_sz = (size_t)cv->cin * cv->hin * cv->win, out_sz = (size_t)cv->cout * cv->hw;
     const size_t in_bytes = in_sz * (x_u8 ? 1 : sizeof(float));
     memset(db, 0, sizeof(float) * cv->cout);
-    if (dx)
-        memset(dx, 0, sizeof(float) * in_sz * n);
-    for (uint32_t i = 0; i < n; i++) {
-        const float *dzi = dz + i * out_sz; /* (cout, hw) */
-        im2col(col, (const char *)x + i * in_bytes, x_u8, scale, cv);
-        /* dW (cout, ckk) (+)= dz_i (cout, hw) . col^T (hw, ckk) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)cv->cout, (int)cv->ckk,
-                    (int)cv->hw, 1.0f, dzi, (int)cv->hw, col, (int)cv->hw, i ? 1.0f : 0.0f, dW,
-                    (int)cv->ckk);
+    for (uint32_t i = 0; i < n; i++) /* db from the fp32 dz, sample by sample */
         for (uint32_t co = 0; co < cv->cout; co++) {
-            const float *r = dzi + (size_t)co * cv->hw;
+            const float *r = dz + i * out_sz + (size_t)co * cv->hw;
             float s = 0.0f;
             for (uint32_t j = 0; j < cv->hw; j++)
                 s += r[j];
             db[co] += s;
         }
+    if (m->bf16) /* the GEMMs' operand */
+        fhd__bf16_round_n(dz, dz, out_sz * n);
+    if (dx)
+        memset(dx, 0, sizeof(float) * in_sz * n);
+    for (uint32_t i = 0; i < n; i++) {
+        const float *dzi = dz + i * out_sz; /* (cout, hw) */
+        im2col(col, (const char *)x + i * in_bytes, x_u8, scale, cv);
+        if (m->bf16)
+            fhd__bf16_round_n(col, col, (uint64_t)cv->ckk * cv->hw);
+        /* dW (cout, ckk) (+)= dz_i (cout, hw) . col^T (hw, ckk) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)cv->cout, (int)cv->ckk,
+                    (int)cv->hw, 1.0f, dzi, (int)cv->hw, col, (int)cv->hw, i ? 1.0f : 0.0f, dW,
+                    (int)cv->ckk);
         if (!dx)
             continue;
-        /* dcol (ckk, hw) = W^T (ckk, cout) . dz_i (cout, hw) */
+        /* dcol (ckk, hw) = alpha W^T (ckk, cout) . dz_i (cout, hw) */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)cv->ckk, (int)cv->hw,
-                    (int)cv->cout, 1.0f, W, (int)cv->ckk, dzi, (int)cv->hw, 0.0f, dcol,
+                    (int)cv->cout, m->alpha, W, (int)cv->ckk, dzi, (int)cv->hw, 0.0f, dcol,
                     (int)cv->hw);
         col2im(dx + i * in_sz, dcol, cv);
     }

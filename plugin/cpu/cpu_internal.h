@@ -28,7 +28,11 @@ struct fhd__backend {
     uint64_t wsn_half;
     float sigma[FHD_MAX_HIDDEN_LAYERS]; /* online sigma of this update */
     float sigma_conv[FHD_MAX_CONV_LAYERS];
-    int eval_sn_fresh; /* online W_sn matches the current W and u, v for act */
+    float sigma_tg[FHD_MAX_HIDDEN_LAYERS], sigma_conv_tg[FHD_MAX_CONV_LAYERS]; /* the target's */
+    /* matmul_precision "bf16" (else NULL): (2P) params rounded to bf16 values, the GEMMs'
+     * weights and the hidden layers' biases (docs/design.md section 4, "GEMM precision") */
+    float *w16;
+    int eval_sn_fresh; /* online W_sn (and w16) match the current W and u, v for act */
     uint64_t updates;
     uint64_t skipped; /* updates the training guard skipped (sampling counter: updates + skipped) */
 
@@ -44,8 +48,9 @@ struct fhd__backend {
     float *cpa, *cpb;               /* (B, A) ping-pong for the other forwards */
     float *cda, *cdb;               /* (B, A) backward ping-pong */
     float *col, *dcol;              /* (C) one sample's im2col matrix and its gradient */
-    /* network inputs obs_scale * obs when they are not the rows themselves (uint8, or a scale
-     * other than 1): xin (2B, S) for online(s) [and online(s')], xin2 (B, S) for the rest */
+    /* network inputs obs_scale * obs when they are not the rows themselves (uint8, a scale
+     * other than 1, or bf16: rounded): xin (2B, S) for online(s) [and online(s')], xin2 (B, S)
+     * for the rest */
     float *xin, *xin2;
     float scale;
     /* gathered batch: observation rows of ob bytes (the learner's dtype) */
@@ -123,6 +128,8 @@ void fhd__cpu_prune_after_update(fhd__backend *b);
 /* W_sn of networks [0, nets) (1: online, 2: online and target); train: one power iteration
  * on the online vectors first. */
 void fhd__cpu_sn_prepare(fhd__backend *b, int train, int nets);
+/* bf16: w16 of networks [0, nets) from the current params. */
+void fhd__cpu_bf16_shadow(fhd__backend *b, int nets);
 /* Forward n observation rows (the learner's dtype; n <= 2B when keep, else <= B) through
  * network `net` into q (n, KT). keep: online(s) of the update, activations kept. */
 void fhd__cpu_net_forward(fhd__backend *b, int net, const void *rows, uint32_t n, float *q,

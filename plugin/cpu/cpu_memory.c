@@ -6,7 +6,8 @@
 /* Bytes the CPU backend allocates for a config, in four parts (the allocations of cpu_create,
  * summed the same way: keep the two in step). */
 typedef struct cpu_need {
-    double net;    /* parameters (online, target), gradient and its spare, Adam m and v: 6P */
+    double net;    /* parameters (online, target), gradient and its spare, Adam m and v: 6P;
+                    * with bf16 GEMMs their rounded copy (online, target): 2P more */
     double sn;     /* spectral norm: u, v (both nets, and the saved online ones), W_sn */
     double batch;  /* activations and scratch of one update: B rows of every layer width */
     double replay; /* observations (two a slot, or each frame once), actions, returns,
@@ -31,13 +32,15 @@ static cpu_need cpu_bytes(const fhd__config *cfg, const fhd__layout *lo) {
         act += 2 * B * lo->layers[l].out; /* online(s) and online(s') */
     }
     cpu_need n;
-    n.net = 4.0 * 6 * P;
+    const int bf16 = cfg->matmul_precision == FHD_PREC_BF16;
+    n.net = 4.0 * (bf16 ? 8 : 6) * P;
     n.sn = 4.0 * (3 * (double)lo->sn_size + 2 * wsn);
     /* ping-pongs, Q buffers, y, td, sn scratch, conv ping-pongs and im2col, float inputs,
      * the gathered batch (2B rows of ob bytes), returns/discounts/weights, indices, priorities */
     n.batch = 4.0 * (act + 4 * B * W + 5 * B * KT + B + B * D + sn_tmp) +
               (lo->NC ? 4.0 * (4 * B * lo->conv_max_act + 2.0 * lo->conv_max_col) : 0.0) +
-              (lo->NC == 0 && (cfg->obs_dtype == FHD_OBS_UINT8 || fhd__config_obs_scale(cfg) != 1.0f)
+              (lo->NC == 0 && (cfg->obs_dtype == FHD_OBS_UINT8 ||
+                               fhd__config_obs_scale(cfg) != 1.0f || bf16)
                    ? 4.0 * 3 * B * S
                    : 0.0) +
               2 * B * ob + 4.0 * (3 * B + B * D + B) + 8.0 * 2 * B;
@@ -86,8 +89,9 @@ void fhd__cpu_oom_message(const fhd__config *cfg, const fhd__layout *lo, char *m
              lo->D,
              cfg->replay == FHD_REPLAY_PRIORITIZED ? ", sum tree" : "");
     snprintf(what[2], sizeof what[2],
-             "parameters, gradients and Adam %s (%llu parameters x 6 x 4 bytes)",
-             human(v[2], t[2], sizeof t[2]), (unsigned long long)lo->num_params);
+             "parameters, gradients and Adam %s (%llu parameters x %d x 4 bytes)",
+             human(v[2], t[2], sizeof t[2]), (unsigned long long)lo->num_params,
+             cfg->matmul_precision == FHD_PREC_BF16 ? 8 : 6);
     snprintf(what[3], sizeof what[3], "spectral norm %s", human(v[3], t[3], sizeof t[3]));
     int order[4] = {0, 1, 2, 3};
     for (int i = 1; i < 4; i++) /* largest first */

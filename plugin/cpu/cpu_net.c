@@ -14,6 +14,10 @@
  *   4. pruning on: the gradient masked; global-norm clipping, Adam/AdamW, updates += 1
  *      (a pruned weight, its gradient and Adam moments are 0, so it stays 0); target update
  *      every C updates; pruning on: new masks at a pruning update (cpu_prune.c).
+ * matmul_precision "bf16" (docs/design.md section 4, "GEMM precision"): at the start of each
+ * update (and of act after a change) the weights are rounded into w16, which the GEMMs read
+ * with alpha = 1/sigma for normalised layers; layer 0's input is rounded into xin, every hidden
+ * output and every dy before its GEMMs (cpu_ops.h, fhd__gemm_mode).
  * Divergence: a non-finite loss (checked before the backward pass) or gradient norm, or a
  * norm whose square would overflow Adam's second moment, stops the update before anything is
  * applied: the gradient is computed into a spare buffer that replaces grad only on success,
@@ -47,9 +51,11 @@ static uint64_t wsn_offset(const fhd__layout *lo, uint32_t j) {
 }
 
 /* Weight pointer for linear layer l of network `net` (0 online, 1 target): W_sn when
- * normalised. */
+ * normalised; with bf16 GEMMs the rounded raw W (the GEMM's alpha is 1/sigma, layer_mode). */
 static const float *layer_weight(const fhd__backend *b, int net, uint32_t l) {
     const fhd__layer *ly = &b->lo.layers[l];
+    if (b->w16)
+        return b->w16 + (net ? b->P : 0) + ly->w_off;
     if (!ly->sn)
         return b->params + (net ? b->P : 0) + ly->w_off;
     return b->wsn + (net ? b->wsn_half : 0) + wsn_offset(&b->lo, b->lo.NC + l);
@@ -58,9 +64,36 @@ static const float *layer_weight(const fhd__backend *b, int net, uint32_t l) {
 /* The same for conv layer c: W (cout, ckk). */
 static const float *conv_weight(const fhd__backend *b, int net, uint32_t c) {
     const fhd__conv_layer *cv = &b->lo.conv[c];
+    if (b->w16)
+        return b->w16 + (net ? b->P : 0) + cv->w_off;
     if (!cv->sn)
         return b->params + (net ? b->P : 0) + cv->w_off;
     return b->wsn + (net ? b->wsn_half : 0) + wsn_offset(&b->lo, c);
+}
+
+/* How linear layer l (conv: conv layer c) of network `net` computes its GEMMs (cpu_ops.h). */
+static fhd__gemm_mode layer_mode(const fhd__backend *b, int net, uint32_t l) {
+    fhd__gemm_mode m = {b->w16 != NULL, 1.0f};
+    if (m.bf16 && b->lo.layers[l].sn)
+        m.alpha = 1.0f / (net ? b->sigma_tg[l] : b->sigma[l]);
+    return m;
+}
+
+static fhd__gemm_mode conv_mode(const fhd__backend *b, int net, uint32_t c) {
+    fhd__gemm_mode m = {b->w16 != NULL, 1.0f};
+    if (m.bf16 && b->lo.conv[c].sn)
+        m.alpha = 1.0f / (net ? b->sigma_conv_tg[c] : b->sigma_conv[c]);
+    return m;
+}
+
+/* Bias of a layer at offset off of network net: with bf16 GEMMs a hidden layer's is rounded
+ * (PyTorch autocast's), the head's stays fp32 (its output is the fp32 Q). */
+static const float *layer_bias(const fhd__backend *b, int net, uint64_t off, int hidden) {
+    return (b->w16 && hidden ? b->w16 : b->params) + (net ? b->P : 0) + off;
+}
+
+void fhd__cpu_bf16_shadow(fhd__backend *b, int nets) {
+    fhd__bf16_round_n(b->w16, b->params, (uint64_t)nets * b->P);
 }
 
 /* sigma of W (m, k) with u (m), v (k) of network `net`; the online one iterates when train. */
@@ -81,9 +114,10 @@ void fhd__cpu_sn_prepare(fhd__backend *b, int train, int nets) {
             float *u = b->sn + (net ? lo->sn_size : 0) + cv->u_off;
             float *v = b->sn + (net ? lo->sn_size : 0) + cv->v_off;
             float sigma = sn_sigma(b, train, net, W, u, v, cv->cout, cv->ckk);
-            if (net == 0)
-                b->sigma_conv[c] = sigma;
-            fhd__sn_scale((float *)conv_weight(b, net, c), W, sigma, (uint64_t)cv->cout * cv->ckk);
+            *(net ? &b->sigma_conv_tg[c] : &b->sigma_conv[c]) = sigma;
+            if (!b->w16)
+                fhd__sn_scale(b->wsn + (net ? b->wsn_half : 0) + wsn_offset(lo, c), W, sigma,
+                              (uint64_t)cv->cout * cv->ckk);
         }
     }
     for (uint32_t l = 0; l < lo->L; l++) {
@@ -95,28 +129,34 @@ void fhd__cpu_sn_prepare(fhd__backend *b, int train, int nets) {
             float *u = b->sn + (net ? lo->sn_size : 0) + ly->u_off;
             float *v = b->sn + (net ? lo->sn_size : 0) + ly->v_off;
             float sigma = sn_sigma(b, train, net, W, u, v, ly->out, ly->in);
-            if (net == 0)
-                b->sigma[l] = sigma;
-            fhd__sn_scale((float *)layer_weight(b, net, l), W, sigma, (uint64_t)ly->out * ly->in);
+            *(net ? &b->sigma_tg[l] : &b->sigma[l]) = sigma;
+            if (!b->w16) /* bf16 GEMMs take the raw W and 1/sigma (layer_mode) */
+                fhd__sn_scale(b->wsn + (net ? b->wsn_half : 0) + wsn_offset(lo, lo->NC + l), W,
+                              sigma, (uint64_t)ly->out * ly->in);
         }
     }
 }
 
 /* Network input (n, S) = scale * rows (n observation rows of the learner's dtype): the rows
- * themselves for float32 at scale 1, else converted into dst. (Without convolutions only: the
- * first conv layer converts while it packs its im2col matrix.) */
+ * themselves for float32 at scale 1, else converted into dst; with bf16 GEMMs rounded into dst
+ * (layer 0's operand). (Without convolutions only: the first conv layer converts while it
+ * packs its im2col matrix.) */
 static const float *as_input(const fhd__backend *b, const void *rows, uint32_t n, float *dst) {
     const uint64_t m = (uint64_t)n * b->lo.S;
+    const float *x = dst;
     if (b->cfg.obs_dtype == FHD_OBS_UINT8) {
         const uint8_t *u = (const uint8_t *)rows;
         for (uint64_t i = 0; i < m; i++)
             dst[i] = b->scale * (float)u[i];
-        return dst;
+    } else if (b->scale == 1.0f) {
+        x = (const float *)rows;
+    } else {
+        for (uint64_t i = 0; i < m; i++)
+            dst[i] = b->scale * ((const float *)rows)[i];
     }
-    if (b->scale == 1.0f)
-        return (const float *)rows;
-    for (uint64_t i = 0; i < m; i++)
-        dst[i] = b->scale * ((const float *)rows)[i];
+    if (!b->w16)
+        return x;
+    fhd__bf16_round_n(dst, x, m);
     return dst;
 }
 
@@ -127,10 +167,11 @@ static const float *conv_forward(fhd__backend *b, int net, const void *rows, uin
     for (uint32_t c = 0; c < lo->NC; c++) {
         const fhd__conv_layer *cv = &lo->conv[c];
         float *out = keep ? b->ca[c] : ((c % 2) ? b->cpb : b->cpa);
-        const float *bias = b->params + (net ? b->P : 0) + cv->b_off;
+        const float *bias = layer_bias(b, net, cv->b_off, 1);
         const int first = c == 0;
+        const fhd__gemm_mode m = conv_mode(b, net, c);
         fhd__conv_forward(out, in, first && b->cfg.obs_dtype == FHD_OBS_UINT8,
-                          first ? b->scale : 1.0f, conv_weight(b, net, c), bias, cv, n, b->col);
+                          first ? b->scale : 1.0f, conv_weight(b, net, c), bias, cv, n, b->col, &m);
         in = out;
     }
     return (const float *)in;
@@ -147,8 +188,10 @@ static const float *forward(fhd__backend *b, int net, const void *rows, uint32_t
     for (uint32_t l = 0; l <= lo->L; l++) {
         const fhd__layer *ly = &lo->layers[l];
         float *out = keep ? b->h[l] : ((l % 2) ? b->fb : b->fa);
-        const float *bias = b->params + (net ? b->P : 0) + ly->b_off;
-        fhd__linear_forward(out, in, layer_weight(b, net, l), bias, n, ly->in, ly->out, l < lo->L);
+        const float *bias = layer_bias(b, net, ly->b_off, l < lo->L);
+        const fhd__gemm_mode m = layer_mode(b, net, l);
+        fhd__linear_forward(out, in, layer_weight(b, net, l), bias, n, ly->in, ly->out, l < lo->L,
+                            &m);
         in = out;
     }
     fhd__head_combine(q, in, lo, n);
@@ -168,11 +211,12 @@ static void conv_backward(fhd__backend *b, float *grad, const void *rows, uint32
     for (int c = (int)lo->NC - 1; c >= 0; c--) {
         const fhd__conv_layer *cv = &lo->conv[c];
         const int first = c == 0;
+        const fhd__gemm_mode m = conv_mode(b, 0, (uint32_t)c);
         fhd__relu_backward(dy, b->ca[c], (uint64_t)B * cv->cout * cv->hw);
         fhd__conv_backward(first ? NULL : dx, grad + cv->w_off, grad + cv->b_off, dy,
                            first ? rows : (const void *)b->ca[c - 1],
                            first && b->cfg.obs_dtype == FHD_OBS_UINT8, first ? b->scale : 1.0f,
-                           conv_weight(b, 0, (uint32_t)c), cv, B, b->col, b->dcol);
+                           conv_weight(b, 0, (uint32_t)c), cv, B, b->col, b->dcol, &m);
         if (cv->sn)
             fhd__sn_weight_backward(grad + cv->w_off, b->params + cv->w_off, b->sn + cv->u_off,
                                     b->sn + cv->v_off, b->sigma_conv[c], cv->cout, cv->ckk);
@@ -231,6 +275,8 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     const void *rows = obs; /* online(s) rows as the backward reads them */
     const float *x0;        /* the linear torso's input of online(s) (B, F) */
     fhd__cpu_sn_prepare(b, 1, 2);
+    if (b->w16) /* both networks' weights as the bf16 GEMMs read them */
+        fhd__cpu_bf16_shadow(b, 2);
     const float *sel = b->qt;
     if (c->double_dqn) {
         if (obs != (const void *)b->g_obs) {
@@ -265,10 +311,11 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
         const fhd__layer *ly = &lo->layers[l];
         const float *x = l == 0 ? x0 : b->h[l - 1];
         float *dxl = l > 0 ? dx : (lo->NC ? b->cda : NULL); /* d(conv output) (B, F) */
+        const fhd__gemm_mode m = layer_mode(b, 0, (uint32_t)l);
         if (l < (int)lo->L)
             fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
         fhd__linear_backward(dxl, grad + ly->w_off, grad + ly->b_off, dy, x,
-                             layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out);
+                             layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out, &m);
         if (ly->sn)
             fhd__sn_weight_backward(grad + ly->w_off, b->params + ly->w_off, b->sn + ly->u_off,
                                     b->sn + ly->v_off, b->sigma[l], ly->out, ly->in);

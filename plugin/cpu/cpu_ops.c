@@ -5,10 +5,17 @@
 #include <math.h>
 #include <string.h>
 
+#include "bf16.h"
+
+void fhd__bf16_round_n(float *dst, const float *src, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++)
+        dst[i] = fhd__bf16_round(src[i]);
+}
+
 void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
-                         uint32_t in, uint32_t out, int relu) {
-    /* y (B, out) = x (B, in) . W^T (in, out) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, 1.0f, x,
+                         uint32_t in, uint32_t out, int relu, const fhd__gemm_mode *m) {
+    /* y (B, out) = alpha x (B, in) . W^T (in, out) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, m->alpha, x,
                 (int)in, W, (int)in, 0.0f, y, (int)out);
     for (uint32_t i = 0; i < B; i++) {
         float *row = y + (size_t)i * out;
@@ -22,21 +29,26 @@ void fhd__linear_forward(float *y, const float *x, const float *W, const float *
                 row[j] += b[j];
         }
     }
+    if (m->bf16 && relu) /* a hidden layer's output: the next GEMM's bf16 operand */
+        fhd__bf16_round_n(y, y, (uint64_t)B * out);
 }
 
-void fhd__linear_backward(float *dx, float *dW, float *db, const float *dy, const float *x,
-                          const float *W, uint32_t B, uint32_t in, uint32_t out) {
-    /* dW (out, in) = dy^T (out, B) . x (B, in) */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)B, 1.0f, dy,
-                (int)out, x, (int)in, 0.0f, dW, (int)in);
+void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *x,
+                          const float *W, uint32_t B, uint32_t in, uint32_t out,
+                          const fhd__gemm_mode *m) {
     memset(db, 0, sizeof(float) * out);
     for (uint32_t i = 0; i < B; i++) {
         const float *row = dy + (size_t)i * out;
         for (uint32_t j = 0; j < out; j++)
             db[j] += row[j];
     }
-    if (dx) /* dx (B, in) = dy (B, out) . W (out, in) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)in, (int)out, 1.0f,
+    if (m->bf16) /* the GEMMs' operand; db above summed the fp32 values */
+        fhd__bf16_round_n(dy, dy, (uint64_t)B * out);
+    /* dW (out, in) = dy^T (out, B) . x (B, in) */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)B, 1.0f, dy,
+                (int)out, x, (int)in, 0.0f, dW, (int)in);
+    if (dx) /* dx (B, in) = alpha dy (B, out) . W (out, in) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)in, (int)out, m->alpha,
                     dy, (int)out, W, (int)in, 0.0f, dx, (int)in);
 }
 

@@ -25,7 +25,10 @@
  *                                fhd__cuda_opt_fused (one cooperative launch), or
  *                                fhd__cuda_clip_grad_norm + fhd__cuda_adam_step
  *   fhd__conv_forward, fhd__conv_backward
- *                                none yet: pixels run on the CPU backend only
+ *                                fhd__cuda_im2col + a cuBLASLt GEMM; fhd__cuda_conv_dz and the
+ *                                dW / dcol GEMMs (plugin/cuda/cuda_conv.cpp)
+ *   fhd__bf16_round_n            fhd__cuda_to_bf16 (kernels/bf16.cuh); the bf16 outputs of the
+ *                                GEMMs' epilogues and of fhd__cuda_relu_backward_bf16
  */
 #ifndef FHD_CPU_OPS_H
 #define FHD_CPU_OPS_H
@@ -34,14 +37,33 @@
 
 #include "layout.h"
 
-/* y (B, out) = x (B, in) W^T + b, then ReLU if relu. W (out, in), b (out). */
-void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
-                         uint32_t in, uint32_t out, int relu);
+/* How a layer's GEMMs compute (config matmul_precision, docs/design.md section 4, "GEMM
+ * precision"). fp32 (bf16 0, alpha 1): plain sgemm. bf16: the operands hold bf16 values (W a
+ * rounded copy of the weights, x the bf16 activations or the rounded input; the backward rounds
+ * dy itself), so every product is exact and sgemm's fp32 sums are the accumulation; alpha
+ * scales the product (1/sigma of a spectrally normalised layer, whose W is then the raw weight,
+ * as the CUDA GEMMs take it; 1 otherwise); the output of a layer with a ReLU is rounded to bf16
+ * (the next GEMM's operand). */
+typedef struct fhd__gemm_mode {
+    int bf16;
+    float alpha;
+} fhd__gemm_mode;
 
-/* Backward of y = x W^T + b (no activation; apply relu_backward to dy first).
- * dx (B, in) = dy W (skipped when dx is NULL); dW (out, in) = dy^T x; db (out) = sum_rows dy. */
-void fhd__linear_backward(float *dx, float *dW, float *db, const float *dy, const float *x,
-                          const float *W, uint32_t B, uint32_t in, uint32_t out);
+/* y (B, out) = alpha x (B, in) W^T + b, then ReLU if relu (and bf16: rounded). W (out, in),
+ * b (out). */
+void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
+                         uint32_t in, uint32_t out, int relu, const fhd__gemm_mode *m);
+
+/* Backward of y = alpha x W^T + b (no activation; apply relu_backward to dy first).
+ * db (out) = sum_rows dy; then (bf16) dy is rounded in place; dx (B, in) = alpha dy W (skipped
+ * when dx is NULL); dW (out, in) = dy^T x (the gradient of alpha W: a normalised layer's
+ * sn_weight_backward follows). */
+void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *x,
+                          const float *W, uint32_t B, uint32_t in, uint32_t out,
+                          const fhd__gemm_mode *m);
+
+/* dst (n) = src rounded to bf16 values (common/bf16.h); dst may be src. */
+void fhd__bf16_round_n(float *dst, const float *src, uint64_t n);
 
 /* dz = dy * (h > 0), in place on dy; h the ReLU output (n elements). */
 void fhd__relu_backward(float *dy, const float *h, uint64_t n);
@@ -102,15 +124,18 @@ void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, ui
 
 /* Convolution layer cv (layout.h) on n samples (cpu_conv.c), ReLU after it.
  * x: n input samples (cin, hin, win), float or (x_u8) uint8, multiplied by scale as read.
- * y (n, cout, hw) = relu(conv(x) + b); W (cout, cin, k, k), b (cout). col: ckk hw floats. */
+ * y (n, cout, hw) = relu(alpha conv(x) + b); W (cout, cin, k, k), b (cout). col: ckk hw floats.
+ * bf16 (m): the im2col matrix is rounded, and so is y. */
 void fhd__conv_forward(float *y, const void *x, int x_u8, float scale, const float *W,
-                       const float *b, const fhd__conv_layer *cv, uint32_t n, float *col);
+                       const float *b, const fhd__conv_layer *cv, uint32_t n, float *col,
+                       const fhd__gemm_mode *m);
 /* Backward of the convolution (before its ReLU: apply relu_backward to dy first, giving dz).
- * dW (cout, ckk) and db (cout) are overwritten with sums over the n samples; dx (n, cin, hin,
- * win) too, skipped when NULL. col, dcol: ckk hw floats each. */
-void fhd__conv_backward(float *dx, float *dW, float *db, const float *dz, const void *x,
-                        int x_u8, float scale, const float *W, const fhd__conv_layer *cv,
-                        uint32_t n, float *col, float *dcol);
+ * db (cout), then (bf16) dz rounded in place, dW (cout, ckk) overwritten with sums over the n
+ * samples; dx (n, cin, hin, win) = alpha col2im(W^T dz) too, skipped when NULL. col, dcol: ckk
+ * hw floats each. */
+void fhd__conv_backward(float *dx, float *dW, float *db, float *dz, const void *x, int x_u8,
+                        float scale, const float *W, const fhd__conv_layer *cv, uint32_t n,
+                        float *col, float *dcol, const fhd__gemm_mode *m);
 
 /* Target update: tgt = tau * src + (1 - tau) * tgt (tau == 1 copies). */
 void fhd__polyak(float *tgt, const float *src, uint64_t n, float tau);

@@ -39,12 +39,19 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
     const uint32_t L = b->lo.L;
     FHD_TRY(fhd__cuda_conv_act_plans(b, p->cfwd, rows));
     const float *x0 = b->lo.NC ? b->conv.act_flat : b->act_x; /* the linear torso's input */
+    const int bf = b->bf.on; /* bf16 GEMMs: bf16 inputs and hidden outputs (cuda_bf16.cpp) */
     for (uint32_t l = 0; l <= L; l++) {
-        const float *x = l == 0 ? x0 : ((l - 1) % 2 == 0 ? b->act_a : b->act_b);
-        float *y = l == L ? b->act_head : (l % 2 == 0 ? b->act_a : b->act_b);
+        const void *x = l == 0 ? (bf ? (const void *)b->bf.act_x : (const void *)x0)
+                        : (l - 1) % 2 == 0
+                            ? (bf ? (const void *)b->bf.act_a : (const void *)b->act_a)
+                            : (bf ? (const void *)b->bf.act_b : (const void *)b->act_b);
+        float *y32 = l % 2 == 0 ? b->act_a : b->act_b;
+        void *y = l == L ? (void *)b->act_head
+                  : bf   ? (l % 2 == 0 ? (void *)b->bf.act_a : (void *)b->bf.act_b)
+                         : (void *)y32;
         const float *alpha = b->lo.layers[l].sn ? b->sn_inv + 2 * FHD_MAX_HIDDEN_LAYERS + l
                                                 : b->d_one;
-        FHD_TRY(fhd__gemm_plan_forward(b, &p->fwd[l], 0, l, rows, x, y, alpha));
+        FHD_TRY(fhd__gemm_plan_forward(b, &p->fwd[l], 0, l, rows, x, y, y32, alpha));
     }
     p->rows = rows;
     *out = p;
@@ -75,6 +82,7 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
         if (g->cvt) /* obs_scale != 1, in place */
             FHD_CK(b, fhd__cuda_convert(b->act_x, b->act_x, 0, (uint64_t)m * lo->S, g->scale, s));
     }
+    FHD_TRY(fhd__cuda_bf16_record_act(b, m, s)); /* bf16: the online weights and the input */
     for (uint32_t l = 0; l <= lo->L; l++)
         FHD_TRY(fhd__gemm_run(b, &p->fwd[l], s, b->ws_main));
     /* the greedy actions written by the kernel into the mapped pinned buffer (a copy node after

@@ -98,11 +98,13 @@ void fhd__algo_config_get(const cublasLtMatmulAlgo_t *algo, fhd__algo_config *c)
                                          sizeof c->custom, &wr);
 }
 
-int fhd__algo_config_set(fhd__backend *b, int tf32, const fhd__algo_config *c,
+int fhd__algo_config_set(fhd__backend *b, const fhd__gemm_spec *s, const fhd__algo_config *c,
                          cublasLtMatmulAlgo_t *algo) {
-    const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    if (cublasLtMatmulAlgoInit(b->lt, ct, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
-                               CUDA_R_32F, c->id, algo) != CUBLAS_STATUS_SUCCESS)
+    cublasComputeType_t ct;
+    cudaDataType_t tab, tc;
+    fhd__gemm_types(s, &ct, &tab, &tc);
+    if (cublasLtMatmulAlgoInit(b->lt, ct, CUDA_R_32F, tab, tab, tc, tc, c->id, algo) !=
+        CUBLAS_STATUS_SUCCESS)
         return -1;
     const struct {
         cublasLtMatmulAlgoConfigAttributes_t attr;
@@ -127,6 +129,10 @@ static bool usable(fhd__backend *b, const fhd__gemm *g, const cublasLtMatmulAlgo
     fhd__algo_config_get(algo, &c);
     if (c.splitk > 1 && (c.reduction == CUBLASLT_REDUCTION_SCHEME_INPLACE ||
                          c.reduction == CUBLASLT_REDUCTION_SCHEME_NONE))
+        return false;
+    /* a bf16 output's split-K partials summed in fp32 only (cuda_gemm.cpp) */
+    if (c.splitk > 1 && g->bf16 == FHD_GEMM_BF16_OUT &&
+        c.reduction != CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)
         return false;
     cublasLtMatmulHeuristicResult_t r;
     memset(&r, 0, sizeof r);
@@ -346,11 +352,15 @@ static std::string site_key(const fhd__autotune *t, const fhd__gemm *g, const fh
     snprintf(k, sizeof k,
              "%s|%s op=%c%c m=%u n=%u k=%u ld=%u,%u,%u batch=%u strides=%lld,%lld,%lld,%lld "
              "epi=%d al=%u,%u,%u alpha=%s",
-             t->key_base.c_str(), s->tf32 ? "tf32" : "fp32", s->opa == CUBLAS_OP_N ? 'N' : 'T',
-             s->opb == CUBLAS_OP_N ? 'N' : 'T', s->m, s->n, s->k, s->lda, s->ldb, s->ldc,
-             s->batch > 1 ? s->batch : 1u, (long long)s->stride_a, (long long)s->stride_b,
-             (long long)s->stride_c, (long long)s->stride_bias, epi, al(s->A), al(s->B), al(s->C),
-             g->host_alpha ? "host" : "device");
+             t->key_base.c_str(),
+             s->bf16 == FHD_GEMM_BF16_OUT ? "bf16out"
+             : s->bf16                    ? "bf16"
+             : s->tf32                    ? "tf32"
+                                          : "fp32",
+             s->opa == CUBLAS_OP_N ? 'N' : 'T', s->opb == CUBLAS_OP_N ? 'N' : 'T', s->m, s->n, s->k,
+             s->lda, s->ldb, s->ldc, s->batch > 1 ? s->batch : 1u, (long long)s->stride_a,
+             (long long)s->stride_b, (long long)s->stride_c, (long long)s->stride_bias, epi,
+             al(s->A), al(s->B), al(s->C), g->host_alpha ? "host" : "device");
     return k;
 }
 
@@ -376,7 +386,7 @@ static bool from_line(fhd__backend *b, fhd__autotune *t, const fhd__gemm *g,
         if (sscanf(v.c_str(), "%d %u %u %d %u %u %u %f", &c.id, &c.tile, &c.stages, &c.splitk,
                    &c.reduction, &c.swizzle, &c.custom, us) != 8)
             why = "unreadable configuration";
-        else if (fhd__algo_config_set(b, s->tf32, &c, algo) != 0 || !usable(b, g, algo))
+        else if (fhd__algo_config_set(b, s, &c, algo) != 0 || !usable(b, g, algo))
             why = "configuration rejected by cuBLASLt";
     }
     if (!why)
@@ -437,7 +447,7 @@ static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int 
         std::lock_guard<std::mutex> lock(g_mu);
         auto it = g_picks.find(key);
         cublasLtMatmulAlgo_t algo;
-        if (it != g_picks.end() && fhd__algo_config_set(b, s->tf32, &it->second.c, &algo) == 0 &&
+        if (it != g_picks.end() && fhd__algo_config_set(b, s, &it->second.c, &algo) == 0 &&
             usable(b, g, &algo)) {
             g->algo = algo;
             g->pick = FHD_PICK_CACHE;
@@ -483,7 +493,7 @@ static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int 
         }
         for (const fhd__algo_config &x : vs) {
             cublasLtMatmulAlgo_t a;
-            if (fhd__algo_config_set(b, s->tf32, &x, &a) == 0 && usable(b, g, &a))
+            if (fhd__algo_config_set(b, s, &x, &a) == 0 && usable(b, g, &a))
                 cands.push_back(a);
         }
     }
@@ -510,7 +520,7 @@ static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int 
                 }
             for (const fhd__algo_config &x : vs) {
                 cublasLtMatmulAlgo_t a;
-                if (fhd__algo_config_set(b, s->tf32, &x, &a) == 0 && usable(b, g, &a))
+                if (fhd__algo_config_set(b, s, &x, &a) == 0 && usable(b, g, &a))
                     cands.push_back(a);
             }
         }
@@ -565,7 +575,7 @@ static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int 
             if (now_ms() > t->deadline_ms)
                 break;
             cublasLtMatmulAlgo_t a;
-            if (fhd__algo_config_set(b, s->tf32, &x, &a) != 0 || !usable(b, g, &a))
+            if (fhd__algo_config_set(b, s, &x, &a) != 0 || !usable(b, g, &a))
                 continue;
             const float us = time_algo(b, g, &a);
             (void)cudaGetLastError();

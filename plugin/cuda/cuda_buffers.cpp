@@ -130,6 +130,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     b->gbatch_bytes = (g->u8 ? (2 * B * S + 15) / 16 * 16 : 2 * B * S * f) + (B * D + 3 * B) * f;
     plan_add(p, &b->gbatch, b->gbatch_bytes, MEM_DEVICE, G_ACT);
     fhd__cuda_conv_plan_buffers(b, p);
+    fhd__cuda_bf16_plan_buffers(b, p);
     plan_add(p, &b->w_out, B * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->td, B * D * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->y, B * f, MEM_DEVICE, G_ACT);

@@ -18,6 +18,9 @@
  * For a spectrally normalised layer alpha and beta are device pointers
  * (CUBLASLT_POINTER_MODE_DEVICE): alpha = 1/sigma is read by the GEMM itself, so W / sigma is
  * never written. Elsewhere alpha = 1 and beta = 0 are host scalars, baked into the graph.
+ * matmul_precision "bf16" (fhd__gemm_spec.bf16): A and B CUDA_R_16BF, CUBLAS_COMPUTE_32F with
+ * fp32 scale, C and D fp32 or (a hidden layer's forward) CUDA_R_16BF with a bf16 bias; the
+ * heuristic and the autotune are asked with those types.
  */
 #include <stdio.h>
 #include <string.h>
@@ -74,6 +77,17 @@ int fhd__gemm_rule_pick(const fhd__gemm_spec *s, const cublasLtMatmulHeuristicRe
     return 0;
 }
 
+void fhd__gemm_types(const fhd__gemm_spec *s, cublasComputeType_t *ct, cudaDataType_t *ab,
+                     cudaDataType_t *c) {
+    *ct = s->tf32 && !s->bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    *ab = s->bf16 ? CUDA_R_16BF : CUDA_R_32F;
+    *c = s->bf16 == FHD_GEMM_BF16_OUT ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+static const char *precision_name(const fhd__gemm_spec *s) {
+    return s->bf16 ? "BF16" : s->tf32 ? "TF32" : "FP32";
+}
+
 /* The plan's record of g (spec s), when the update's GEMMs are being planned. */
 static void record_choice(fhd__backend *b, const fhd__gemm *g, const fhd__gemm_spec *s) {
     fhd__cuda_plan *p = &b->plan;
@@ -89,6 +103,7 @@ static void record_choice(fhd__backend *b, const fhd__gemm *g, const fhd__gemm_s
     c->op[1] = s->opb == CUBLAS_OP_N ? 'N' : 'T';
     c->batch = s->batch > 1 ? s->batch : 1;
     c->tf32 = s->tf32;
+    c->bf16 = s->bf16;
     c->epilogue = s->epilogue;
     c->fallback = g->fallback;
     c->narrow = g->narrow;
@@ -122,7 +137,9 @@ static void record_choice(fhd__backend *b, const fhd__gemm *g, const fhd__gemm_s
 static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int epi,
                         int *found) {
     *found = 0;
-    const cublasComputeType_t ct = s->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t ct;
+    cudaDataType_t tab, tc;
+    fhd__gemm_types(s, &ct, &tab, &tc);
     FHD_CKB(b, cublasLtMatmulDescCreate(&g->desc, ct, CUDA_R_32F));
     const int32_t opa = s->opa, opb = s->opb;
     FHD_CKB(b, cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -144,11 +161,9 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
                                                   &bias, sizeof bias));
     }
     const bool ta = s->opa != CUBLAS_OP_N, tb = s->opb != CUBLAS_OP_N;
-    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->la, CUDA_R_32F, ta ? s->k : s->m, ta ? s->m : s->k,
-                                          s->lda));
-    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lb, CUDA_R_32F, tb ? s->n : s->k, tb ? s->k : s->n,
-                                          s->ldb));
-    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lc, CUDA_R_32F, s->m, s->n, s->ldc));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->la, tab, ta ? s->k : s->m, ta ? s->m : s->k, s->lda));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lb, tab, tb ? s->n : s->k, tb ? s->k : s->n, s->ldb));
+    FHD_CKB(b, cublasLtMatrixLayoutCreate(&g->lc, tc, s->m, s->n, s->ldc));
     if (s->batch > 1) {
         const int32_t bc = (int32_t)s->batch;
         cublasLtMatrixLayout_t ls[3] = {g->la, g->lb, g->lc};
@@ -166,8 +181,10 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
 
     uint32_t al_a = alignment_of(s->A), al_b = alignment_of(s->B), al_c = alignment_of(s->C);
     if (s->batch > 1) { /* every matrix of the batch: the second one's address too */
-        const uint32_t a2 = alignment_of(s->A + s->stride_a), b2 = alignment_of(s->B + s->stride_b);
-        const uint32_t c2 = alignment_of(s->C + s->stride_c);
+        const int c16 = s->bf16 == FHD_GEMM_BF16_OUT;
+        const uint32_t a2 = alignment_of(fhd__elem_at(s->A, (uint64_t)s->stride_a, s->bf16));
+        const uint32_t b2 = alignment_of(fhd__elem_at(s->B, (uint64_t)s->stride_b, s->bf16));
+        const uint32_t c2 = alignment_of(fhd__elem_at(s->C, (uint64_t)s->stride_c, c16));
         al_a = a2 < al_a ? a2 : al_a;
         al_b = b2 < al_b ? b2 : al_b;
         al_c = c2 < al_c ? c2 : al_c;
@@ -175,6 +192,7 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     g->A = s->A;
     g->B = s->B;
     g->C = s->C;
+    g->bf16 = s->bf16;
     g->alpha = s->alpha;
     cublasLtMatmulPreference_t pref = NULL;
     FHD_CKB(b, cublasLtMatmulPreferenceCreate(&pref));
@@ -193,6 +211,14 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                   &al_c, sizeof al_c);
+    if (st == CUBLAS_STATUS_SUCCESS && s->bf16 == FHD_GEMM_BF16_OUT) {
+        /* split-K partials of a bf16 output only in fp32 (the compute type): in the output type
+         * they would be rounded to bf16 before their sum */
+        const uint32_t red =
+            CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+        st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                  &red, sizeof red);
+    }
     cublasLtMatmulHeuristicResult_t res[FHD_TUNE_MAX_RESULTS];
     memset(res, 0, sizeof res);
     int n = 0;
@@ -219,11 +245,18 @@ static int32_t try_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, 
 int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s) {
     memset(g, 0, sizeof(*g));
     int found = 0;
-    /* a fused bias epilogue first; without one, a plain GEMM and fhd__cuda_bias_act */
+    /* a fused bias epilogue first; without one, a plain GEMM and fhd__cuda_bias_act (a bf16
+     * output: the plain GEMM's fp32 product into C32, then fhd__cuda_bias_act_bf16) */
     FHD_TRY(try_plan(b, g, s, s->epilogue, &found));
-    if (!found && s->epilogue != FHD_EPI_NONE && s->batch <= 1) {
+    const int out16 = s->bf16 == FHD_GEMM_BF16_OUT;
+    if (!found && s->epilogue != FHD_EPI_NONE && s->batch <= 1 && (!out16 || s->C32)) {
         fhd__gemm_destroy(g);
-        FHD_TRY(try_plan(b, g, s, FHD_EPI_NONE, &found));
+        fhd__gemm_spec plain = *s;
+        if (out16) {
+            plain.bf16 = FHD_GEMM_BF16_IN;
+            plain.C = s->C32;
+        }
+        FHD_TRY(try_plan(b, g, &plain, FHD_EPI_NONE, &found));
         g->fallback = 1;
     }
     if (!found) {
@@ -231,13 +264,15 @@ int32_t fhd__gemm_plan(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s) {
         return fhd__cuda_failf(b, FHD_ERR_DEVICE,
                                "cuBLASLt has no algorithm for a %s GEMM m=%u n=%u k=%u (op %c%c, "
                                "lda %u ldb %u ldc %u)",
-                               s->tf32 ? "TF32" : "FP32", s->m, s->n, s->k,
+                               precision_name(s), s->m, s->n, s->k,
                                s->opa == CUBLAS_OP_N ? 'N' : 'T', s->opb == CUBLAS_OP_N ? 'N' : 'T',
                                s->lda, s->ldb, s->ldc);
     }
     g->A = s->A;
     g->B = s->B;
     g->C = s->C;
+    g->bf16 = s->bf16;
+    g->C32 = out16 && g->fallback ? s->C32 : NULL;
     g->alpha = s->alpha;
     g->bias = s->bias;
     g->rows = s->n;
@@ -282,65 +317,80 @@ int32_t fhd__gemm_run(fhd__backend *b, const fhd__gemm *g, cudaStream_t stream, 
         return FHD_OK;
     }
     if (g->narrow) {
-        FHD_CK(b, fhd__cuda_narrow_linear(g->C, g->ld, g->B, g->ldb, g->A, g->bias, g->alpha,
+        FHD_CK(b, fhd__cuda_narrow_linear((float *)g->C, g->ld, (const float *)g->B, g->ldb,
+                                          (const float *)g->A, (const float *)g->bias, g->alpha,
                                           g->rows, g->in, g->out, stream));
         return FHD_OK;
     }
+    void *c = g->C32 ? (void *)g->C32 : g->C; /* the bf16 fallback's product goes to C32 */
     FHD_CKB(b, cublasLtMatmul(b->lt, g->desc, g->host_alpha ? &one : g->alpha, g->A, g->la, g->B,
-                              g->lb, g->host_alpha ? &zero : b->d_zero, g->C, g->lc, g->C, g->lc,
+                              g->lb, g->host_alpha ? &zero : b->d_zero, c, g->lc, c, g->lc,
                               &g->algo, workspace, FHD_CUDA_WORKSPACE_BYTES, stream));
-    if (g->fallback)
-        FHD_CK(b, fhd__cuda_bias_act(g->C, g->bias, g->rows, g->out, g->ld, g->relu, stream));
+    if (g->fallback && g->C32)
+        FHD_CK(b, fhd__cuda_bias_act_bf16((__nv_bfloat16 *)g->C, g->C32,
+                                          (const __nv_bfloat16 *)g->bias, g->rows, g->out, g->ld,
+                                          stream));
+    else if (g->fallback)
+        FHD_CK(b, fhd__cuda_bias_act((float *)g->C, (const float *)g->bias, g->rows, g->out, g->ld,
+                                     g->relu, stream));
     return FHD_OK;
 }
 
+/* Layer l's forward of network net: x (rows, in) and y (rows, out; the head's with row stride
+ * HOs) of the types bf.on says (fhd__gemm_plan_forward). */
 static void forward_spec(fhd__backend *b, fhd__gemm_spec *sp, char *site, int net, uint32_t l,
-                         uint32_t rows, const float *x, float *y, const float *alpha) {
+                         uint32_t rows, const void *x, void *y, float *y32, const float *alpha) {
     const fhd__layer *ly = &b->lo.layers[l];
-    const float *base = b->params + (net ? b->T : 0);
+    const int head = l == b->lo.L;
     fhd__gemm_spec &s = *sp;
     memset(&s, 0, sizeof s);
     s.tf32 = b->plan.tf32_fwd;
+    s.bf16 = !b->bf.on ? FHD_GEMM_FP32 : head ? FHD_GEMM_BF16_IN : FHD_GEMM_BF16_OUT;
     s.opa = CUBLAS_OP_T;
     s.opb = CUBLAS_OP_N;
     s.m = ly->out;
     s.n = rows;
     s.k = ly->in;
-    s.A = base + ly->w_off;
+    s.A = fhd__cuda_op_w(b, net, ly->w_off);
     s.lda = ly->in;
     s.B = x;
     s.ldb = ly->in;
     s.C = y;
-    s.ldc = l == b->lo.L ? b->HOs : ly->out; /* head outputs: 16-byte aligned rows */
+    s.C32 = s.bf16 == FHD_GEMM_BF16_OUT ? y32 : NULL;
+    s.ldc = head ? b->HOs : ly->out; /* head outputs: 16-byte aligned rows */
     s.alpha = alpha;
-    s.epilogue = l < b->lo.L ? FHD_EPI_BIAS_RELU : FHD_EPI_BIAS;
-    s.bias = base + ly->b_off;
+    s.epilogue = head ? FHD_EPI_BIAS : FHD_EPI_BIAS_RELU;
+    /* a hidden layer's bias in its output's type: bf16 rounded (docs/design.md section 4) */
+    s.bias = s.bf16 == FHD_GEMM_BF16_OUT ? fhd__cuda_op_w(b, net, ly->b_off)
+                                         : (const void *)(b->params + (net ? b->T : 0) + ly->b_off);
     snprintf(site, 24, "fwd%u %s", l, net ? "target" : "online");
     s.site = site;
 }
 
 int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, uint32_t rows,
-                                    const float *x, int64_t sx, float *y, int64_t sy) {
+                                    const void *x, int64_t sx, void *y, int64_t sy, float *y32) {
     fhd__gemm_spec s;
     char site[24];
-    forward_spec(b, &s, site, 0, l, rows, x, y, b->d_one);
+    forward_spec(b, &s, site, 0, l, rows, x, y, y32, b->d_one);
     snprintf(site, sizeof site, "fwd%u pair", l);
     s.batch = 2;
     s.stride_a = (int64_t)b->T; /* the target network: the same layout T floats on */
     s.stride_bias = (int64_t)b->T;
     s.stride_b = sx;
     s.stride_c = sy;
+    s.C32 = NULL; /* batched: no epilogue fallback (the plan then runs two GEMMs) */
     return fhd__gemm_plan(b, g, &s);
 }
 
 int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
-                               const float *x, float *y, const float *alpha) {
+                               const void *x, void *y, float *y32, const float *alpha) {
     const fhd__layer *ly = &b->lo.layers[l];
     fhd__gemm_spec s;
     char site[24];
-    forward_spec(b, &s, site, net, l, rows, x, y, alpha);
-    if (l == b->lo.L && fhd__cuda_head_narrow(&b->lo, rows)) {
-        /* a head of a few outputs: cuBLASLt's tiles would be mostly padding (see linear.cuh) */
+    forward_spec(b, &s, site, net, l, rows, x, y, y32, alpha);
+    if (l == b->lo.L && !b->bf.on && fhd__cuda_head_narrow(&b->lo, rows)) {
+        /* a head of a few outputs: cuBLASLt's tiles would be mostly padding (see linear.cuh;
+         * an fp32 kernel, so not with bf16 GEMMs) */
         memset(g, 0, sizeof(*g));
         g->narrow = 1;
         g->A = s.A;

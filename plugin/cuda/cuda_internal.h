@@ -14,6 +14,7 @@
 #define FHD_CUDA_INTERNAL_H
 
 #include <cublasLt.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <stddef.h>
@@ -28,6 +29,7 @@ extern "C" {
 #include "cuda_plan.h"
 
 #include "act.cuh"
+#include "bf16.cuh"
 #include "conv.cuh"
 #include "device_state.cuh"
 #include "optim.cuh"
@@ -79,15 +81,24 @@ int32_t fhd__cuda_alive(fhd__backend *b);
 
 /* One GEMM call site, column-major terms: C (m, n) = alpha op(A) (m, k) op(B) (k, n) [+ bias,
  * ReLU]. Descriptors and the algorithm are chosen once, before any graph capture. */
+/* The operand types of a GEMM (fhd__gemm_spec.bf16): fp32 (or TF32), or matmul_precision
+ * "bf16": A and B bf16, fp32 accumulation, C either fp32 (FHD_GEMM_BF16_IN) or bf16 with a
+ * bf16 bias (FHD_GEMM_BF16_OUT: a hidden layer's forward, its output the next GEMM's operand). */
+enum { FHD_GEMM_FP32 = 0, FHD_GEMM_BF16_IN = 1, FHD_GEMM_BF16_OUT = 2 };
+
 typedef struct fhd__gemm {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
-    const float *A, *B;
-    float *C;
+    const void *A, *B;  /* float, or bf16 (bf16 != 0) */
+    void *C;            /* float, or bf16 (FHD_GEMM_BF16_OUT) */
+    int bf16;           /* FHD_GEMM_* */
     const float *alpha; /* device scalar: 1, or 1/sigma of a normalised layer */
-    /* epilogue done by fhd__cuda_bias_act when cuBLASLt has no bias epilogue for this call */
-    const float *bias;
+    /* epilogue done by fhd__cuda_bias_act when cuBLASLt has no bias epilogue for this call
+     * (FHD_GEMM_BF16_OUT: the GEMM writes its fp32 product into C32, fhd__cuda_bias_act_bf16
+     * rounds it into C with the bf16 bias) */
+    const void *bias;
+    float *C32;
     uint32_t rows, out, ld;
     int relu, fallback;
     int host_alpha; /* alpha = 1 passed as a host scalar (CUBLASLT_POINTER_MODE_HOST) */
@@ -109,14 +120,17 @@ enum { FHD_EPI_NONE = 0, FHD_EPI_BIAS = 1, FHD_EPI_BIAS_RELU = 2 };
 
 typedef struct fhd__gemm_spec {
     int tf32;                         /* FAST_TF32 compute */
+    int bf16;                         /* FHD_GEMM_*: the types of A, B, C and bias */
     cublasOperation_t opa, opb;
     uint32_t m, n, k;
-    const float *A, *B;
-    float *C;
+    const void *A, *B;
+    void *C;
     uint32_t lda, ldb, ldc;
     const float *alpha;
     int epilogue;                     /* FHD_EPI_* */
-    const float *bias;                /* (m) */
+    const void *bias;                 /* (m), C's type */
+    float *C32; /* FHD_GEMM_BF16_OUT with an epilogue: fp32 scratch of C's shape for the
+                 * fallback without one (fhd__gemm.C32) */
     /* strided batch (batch > 1): element strides between the batch's A, B, C and bias */
     uint32_t batch;
     int64_t stride_a, stride_b, stride_c, stride_bias;
@@ -137,9 +151,12 @@ typedef struct fhd__algo_config {
     uint32_t reduction, swizzle, custom;
 } fhd__algo_config;
 void fhd__algo_config_get(const cublasLtMatmulAlgo_t *algo, fhd__algo_config *c);
-/* Initialise *algo to configuration c; 0 on success. */
-int fhd__algo_config_set(fhd__backend *b, int tf32, const fhd__algo_config *c,
+/* Initialise *algo to configuration c for the types of spec s; 0 on success. */
+int fhd__algo_config_set(fhd__backend *b, const fhd__gemm_spec *s, const fhd__algo_config *c,
                          cublasLtMatmulAlgo_t *algo);
+/* The compute type and the cuBLASLt types of A (and B) and of C (and D) of spec s. */
+void fhd__gemm_types(const fhd__gemm_spec *s, cublasComputeType_t *ct, cudaDataType_t *ab,
+                     cudaDataType_t *c);
 
 /* ---- the autotune (cuda_autotune.cpp) ------------------------------------------------------- */
 
@@ -161,13 +178,37 @@ int32_t fhd__gemm_plan_transpose(fhd__backend *b, fhd__gemm *g, const float *A, 
                                  uint32_t cols, float *C, const char *site);
 void fhd__gemm_destroy(fhd__gemm *g);
 /* Plan the forward of layer l of network net (0 online, 1 target): y (rows, out) = x W^T + b,
- * ReLU on torso layers, alpha = 1/sigma on normalised layers. */
+ * ReLU on torso layers, alpha = 1/sigma on normalised layers. With bf16 GEMMs (b->bf.on) x is
+ * bf16, W and a torso layer's bias the bf16 copy's, a torso layer's y bf16 (y32 its fp32
+ * scratch for the epilogue fallback), the head's y fp32; else all fp32 (y32 unused). */
 int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t l, uint32_t rows,
-                               const float *x, float *y, const float *alpha);
+                               const void *x, void *y, float *y32, const float *alpha);
 /* Layer l's forward of the online network (batch 0, into y) and of the target (batch 1, input
- * x + sx, output y + sy), both with alpha = 1, as one batched GEMM. */
+ * x + sx, output y + sy elements), both with alpha = 1, as one batched GEMM. */
 int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, uint32_t rows,
-                                    const float *x, int64_t sx, float *y, int64_t sy);
+                                    const void *x, int64_t sx, void *y, int64_t sy, float *y32);
+
+/* ---- matmul_precision "bf16" (cuda_bf16.cpp; docs/design.md section 5) -------------------- */
+
+/* The bf16 operands of the update and of act. Shapes as fhd__backend's fp32 buffers; W the
+ * widest torso layer. */
+typedef struct fhd__cuda_bf16 {
+    int on;
+    __nv_bfloat16 *w;            /* (T + P): params rounded, at the start of every update and
+                                  * (online part) of every act graph */
+    __nv_bfloat16 *x, *x_tg;     /* layer 0's input: x (2B, in_0) online (+ the pair's target)
+                                  * rows, x_tg (B, in_0) the target's (not pair_fwd0) */
+    __nv_bfloat16 *h[FHD_MAXL];  /* (rows_on, out_l), l < L: online hidden outputs (h[0] holds
+                                  * the target's too with pair_fwd0) */
+    __nv_bfloat16 *tg_a, *tg_b;  /* (B, W) target ping-pong */
+    __nv_bfloat16 *dz[FHD_MAXL]; /* (B, out_l): dz_l rounded; dz[L] (B, HOs) the head's */
+    __nv_bfloat16 *act_x, *act_a, *act_b; /* (R, S), (R, W) x2: act */
+} fhd__cuda_bf16;
+
+/* p advanced by n elements of a bf16 (bf16 != 0) or float buffer. */
+static inline const void *fhd__elem_at(const void *p, uint64_t n, int bf16) {
+    return (const char *)p + n * (bf16 ? 2u : 4u);
+}
 
 /* ---- the backend ------------------------------------------------------------------------- */
 
@@ -337,6 +378,7 @@ struct fhd__backend {
     fhd__gemm bwd_dx2[FHD_MAXL], bwd_dw0b; /* the second halves (split_dx, split_dw0) */
     fhd__gemm bwd_dzt[FHD_MAXL];           /* dzt[l] = dz[l]^T (dz_t[l]) */
     fhd__cuda_conv conv;
+    fhd__cuda_bf16 bf; /* matmul_precision "bf16" (bf.on) */
     /* kernel arguments, fixed at create */
     fhd__sample_args a_sample;
     fhd__sample_args a_sample_desc, a_sample_obs; /* the next update's batch (ahead): all but
@@ -395,6 +437,25 @@ int32_t fhd__cuda_conv_record_act(fhd__backend *b, const fhd__gemm *gms, const v
                                   uint32_t rows, cudaStream_t s);
 int32_t fhd__cuda_conv_preload_gemms(fhd__backend *b);
 void fhd__cuda_conv_destroy(fhd__backend *b);
+/* cuda_bf16.cpp (each does nothing unless bf.on) */
+void fhd__cuda_bf16_init(fhd__backend *b);
+void fhd__cuda_bf16_plan_buffers(fhd__backend *b, struct fhd__alloc_list *p);
+/* The operands of the update's GEMMs, bf16 or fp32 by bf.on: layer l's input of online(s)
+ * (layer 0: the MLP's input), its output (the head: fp32 h[L]), dz_l as the GEMMs read it, the
+ * weights of network net at offset off. */
+const void *fhd__cuda_op_in(const fhd__backend *b, uint32_t l);
+void *fhd__cuda_op_out(fhd__backend *b, uint32_t l);
+const void *fhd__cuda_op_dz(const fhd__backend *b, uint32_t l);
+const void *fhd__cuda_op_w(const fhd__backend *b, int net, uint64_t off);
+/* Record the conversions: the weights (both networks) and layer 0's input of online(s) (all 2B
+ * rows with pair_fwd0) on s0 before the forward; the target's layer-0 input on s1 before its
+ * forward; the head's output gradient after the loss kernel; act's weights and input. */
+int32_t fhd__cuda_bf16_record_weights(fhd__backend *b, cudaStream_t s);
+int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int net, cudaStream_t s);
+int32_t fhd__cuda_bf16_record_head_dz(fhd__backend *b, cudaStream_t s);
+int32_t fhd__cuda_bf16_record_act(fhd__backend *b, uint32_t rows, cudaStream_t s);
+/* Layer l's ReLU backward (l < L): dz_l from the dx GEMM's output (+ dx2), its bias partials. */
+int32_t fhd__cuda_bf16_relu_backward(fhd__backend *b, uint32_t l, const float *dx2, cudaStream_t s);
 /* cuda_setup.cpp */
 int32_t fhd__cuda_prepare_kernels(fhd__backend *b);
 /* cuda_act.cpp */

@@ -225,6 +225,7 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
         rc = fhd__cuda_conv_check(b);
     if (rc == FHD_OK) {
         fhd__cuda_conv_init(b);
+        fhd__cuda_bf16_init(b);
         rc = create_objects(b);
     }
     if (rc == FHD_OK)

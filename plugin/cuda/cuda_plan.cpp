@@ -27,8 +27,10 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     const uint64_t B = cfg->batch_size;
     const uint64_t rows_on = cfg->double_dqn ? 2 * B : B;
     const int has_sn = lo->num_sn > 0;
-    p->tf32_fwd = cfg->matmul_precision != FHD_PREC_FP32;
+    p->tf32_fwd =
+        cfg->matmul_precision == FHD_PREC_TF32_FORWARD || cfg->matmul_precision == FHD_PREC_TF32;
     p->tf32_bwd = cfg->matmul_precision == FHD_PREC_TF32;
+    p->bf16 = cfg->matmul_precision == FHD_PREC_BF16;
     for (uint32_t l = 1; l < lo->L; l++) { /* dx of a torso layer above layer 0 */
         const uint64_t m = lo->layers[l].in, k = lo->layers[l].out;
         p->split_dx[l] = k % 16 == 0 && k >= FHD_SPLIT_MIN_K && m * B * k <= FHD_SPLIT_MAX_MNK;
@@ -40,7 +42,7 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
      * the loss kernel's dx may make dz_0) */
     /* (not below a conv torso: the conv backward needs dz_0, which the fused kernel does not
      * write) */
-    p->fuse_dw0 = lo->NC == 0 && lo->L >= 2 && m0 <= FHD_DW0_MAX_IN &&
+    p->fuse_dw0 = !p->bf16 && lo->NC == 0 && lo->L >= 2 && m0 <= FHD_DW0_MAX_IN &&
                   fhd__cuda_relu_dw_chunks(cfg->batch_size) <= FHD_DW0_MAX_PARTS;
     if (p->fuse_dw0)
         p->split_dw0 = 0;
@@ -59,8 +61,8 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     /* (not above a conv torso: its layer-0 im2col, shared by both networks, precedes the
      * fork and follows the sampling) */
     p->fork_sn1 = has_sn && p->sample_ahead && lo->NC == 0;
-    p->head_narrow_on = fhd__cuda_head_narrow(lo, rows_on);
-    p->head_narrow_tg = fhd__cuda_head_narrow(lo, B);
+    p->head_narrow_on = !p->bf16 && fhd__cuda_head_narrow(lo, rows_on);
+    p->head_narrow_tg = !p->bf16 && fhd__cuda_head_narrow(lo, B);
     p->head_in_loss = lo->L >= 1 && p->head_narrow_on && p->head_narrow_tg;
     p->use_aux = p->split_any;
     p->use_hdw = p->hdw_side || p->sample_ahead;
@@ -119,7 +121,11 @@ static void put_gemm(jbuf *j, const fhd__gemm_choice *g) {
     put(j, ",\"kernel\":\"cublasLt\",\"m\":%u,\"n\":%u,\"k\":%u,\"op\":\"%s\",\"batch\":%u", g->m,
         g->n, g->k, g->op, g->batch ? g->batch : 1u);
     put(j, ",\"precision\":\"%s\",\"epilogue\":\"%s\",\"epilogue_kernel\":%s,\"beside\":%s",
-        g->tf32 ? "tf32" : "fp32", epi_name(g->epilogue), tf(g->fallback), tf(g->beside));
+        g->bf16 == FHD_GEMM_BF16_OUT ? "bf16_out"
+        : g->bf16                    ? "bf16"
+        : g->tf32                    ? "tf32"
+                                     : "fp32",
+        epi_name(g->epilogue), tf(g->fallback), tf(g->beside));
     put(j,
         ",\"algo\":%d,\"tile\":%d,\"stages\":%d,\"splitk\":%d,\"reduction\":%d,\"swizzle\":%d,"
         "\"custom\":%d,\"workspace\":%llu",
@@ -151,7 +157,12 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
     if (cap)
         buf[0] = '\0';
     put(&j, "{\"precision\":{\"forward\":\"%s\",\"backward\":\"%s\"}",
-        p->tf32_fwd ? "tf32" : "fp32", p->tf32_bwd ? "tf32" : "fp32");
+        p->bf16       ? "bf16"
+        : p->tf32_fwd ? "tf32"
+                      : "fp32",
+        p->bf16       ? "bf16"
+        : p->tf32_bwd ? "tf32"
+                      : "fp32");
     put(&j, ",\"autotune\":{\"mode\":\"%s\",\"cache\":", mode_name(p->autotune));
     put_str(&j, p->cache);
     put(&j, ",\"ms\":%.1f,\"budget_ms\":%.0f,\"timed\":%d,\"cache_hits\":%d}", p->autotune_ms,

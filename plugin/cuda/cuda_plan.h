@@ -49,6 +49,7 @@ typedef struct fhd__gemm_choice {
     char op[3];       /* op(A) op(B): "TN", "NT", "NN" */
     uint32_t batch;   /* 2 for a paired forward */
     int tf32;
+    int bf16;      /* FHD_GEMM_* (cuda_internal.h): bf16 operands, fp32 or bf16 output */
     int epilogue;  /* FHD_EPI_* asked for */
     int fallback;  /* 1: the epilogue by fhd__cuda_bias_act after a plain GEMM */
     int narrow;    /* 1: fhd__cuda_narrow_linear, no cuBLASLt */
@@ -72,6 +73,10 @@ typedef struct fhd__cuda_plan {
     uint32_t conv_layers;
     /* precision (matmul_precision) */
     int tf32_fwd, tf32_bwd;
+    /* "bf16": every GEMM with bf16 operands and fp32 accumulation (docs/design.md section 5);
+     * the fusions that compute a GEMM in an fp32 kernel of their own are off then: fuse_dw0,
+     * head_narrow_*, head_in_loss and the loss kernel's fuse_dx (cuda_setup.cpp) */
+    int bf16;
     /* Small backward GEMMs on the critical path as two halves on two streams, each a K loop of
      * half the length: layer l's dx GEMM (split_dx[l]: halves of K = out_l, the second into dxp,
      * added by the ReLU backward) where out_l >= 128, out_l % 16 == 0 and in_l B out_l <= 2^24;

@@ -116,16 +116,24 @@ static void prepare_sample(fhd__backend *b) {
     b->a_sample_obs.part = FHD_SAMPLE_OBS;
 }
 
-/* The target forward's input of layer l >= 1 (target(s'), B rows): the two buffers in turn,
- * or with layer 0 paired the target's layer-0 output, rows_on rows after the online ones in
- * h[0] (with double DQN both run over (s, s') and the target's rows of s' are its second
- * half). */
-static const float *target_input(const fhd__backend *b, uint32_t l) {
+/* The target forward's output of torso layer l (target(s'), B rows): the two buffers in turn,
+ * bf16 ones with bf16 GEMMs (the head's is head_t). */
+static void *target_output(const fhd__backend *b, uint32_t l) {
+    if (b->bf.on)
+        return l % 2 == 0 ? (void *)b->bf.tg_a : (void *)b->bf.tg_b;
+    return l % 2 == 0 ? (void *)b->tg_a : (void *)b->tg_b;
+}
+
+/* The target forward's input of layer l >= 1: the output of layer l - 1, or with layer 0
+ * paired the target's layer-0 output, rows_on rows after the online ones in h[0] (with double
+ * DQN both run over (s, s') and the target's rows of s' are its second half). */
+static const void *target_input(const fhd__backend *b, uint32_t l) {
     if (l == 1 && b->plan.pair_fwd0) {
-        const float *h0_tg = b->h[0] + (size_t)b->rows_on * b->lo.layers[0].out;
-        return h0_tg + (b->rows_on > b->B ? (size_t)b->B * b->lo.layers[0].out : 0);
+        const uint64_t out0 = b->lo.layers[0].out;
+        const uint64_t skip = (uint64_t)b->rows_on * out0 + (b->rows_on > b->B ? b->B * out0 : 0);
+        return fhd__elem_at(fhd__cuda_op_out((fhd__backend *)b, 0), skip, b->bf.on);
     }
-    return (l - 1) % 2 == 0 ? b->tg_a : b->tg_b;
+    return target_output(b, l - 1);
 }
 
 /* train_batch's loss arguments: the training ones with the host's weights, without PER. */
@@ -193,7 +201,7 @@ static int32_t prepare_loss(fhd__backend *b) {
     const fhd__layer *head = &lo->layers[L];
     a->w_head = b->params + head->w_off;
     a->alpha = head->sn ? b->sn_inv + L : b->d_one;
-    if (L > 0) {
+    if (L > 0 && !b->bf.on) { /* (the fused dx is an fp32 GEMM of its own: not with bf16) */
         a->h_below = b->h[L - 1];
         a->dz_below = b->dz[L - 1];
         a->bpart = b->bpart[L - 1];
@@ -225,10 +233,10 @@ static int32_t prepare_head_in_loss(fhd__backend *b) {
     b->plan.head_in_loss = 0;
     if (!on->narrow || !tg->narrow)
         return FHD_OK;
-    a->b_head = on->bias;
-    a->x_tgt = tg->B;
-    a->w_head_tg = tg->A;
-    a->b_head_tg = tg->bias;
+    a->b_head = (const float *)on->bias; /* narrow: fp32 operands */
+    a->x_tgt = (const float *)tg->B;
+    a->w_head_tg = (const float *)tg->A;
+    a->b_head_tg = (const float *)tg->bias;
     a->alpha_tg = tg->alpha;
     a->head_nc = (uint32_t)fhd__cuda_narrow_chunk(on->out);
     FHD_CK(b, fhd__cuda_td_loss_setup(a, b->device));
@@ -294,15 +302,18 @@ static void prepare_opt(fhd__backend *b) {
     a->guard_max_norm = (float)c->guard.max_grad_norm;
 }
 
+/* The update's GEMMs. Their operands are bf16 or fp32 as bf.on says (cuda_bf16.cpp: op_*),
+ * a split half an element offset into them. */
 static int32_t prepare_gemms(fhd__backend *b) {
     const fhd__layout *lo = &b->lo;
     /* layer 0 reads the MLP's input mlp_in, (2B, in0) rows: obs rows, then next_obs rows */
     const uint32_t L = lo->L, B = b->B, in0 = lo->layers[0].in;
     const uint32_t out0 = lo->layers[0].out;
+    const int bf = b->bf.on, ab = bf ? FHD_GEMM_BF16_IN : FHD_GEMM_FP32;
     if (b->plan.pair_fwd0 &&
-        fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, b->mlp_in,
-                                    b->rows_on > B ? 0 : (int64_t)B * in0, b->h[0],
-                                    (int64_t)b->rows_on * out0) != FHD_OK) {
+        fhd__gemm_plan_forward_pair(b, &b->fwd_on[0], 0, b->rows_on, fhd__cuda_op_in(b, 0),
+                                    b->rows_on > B ? 0 : (int64_t)B * in0, fhd__cuda_op_out(b, 0),
+                                    (int64_t)b->rows_on * out0, NULL) != FHD_OK) {
         /* no batched algorithm with the bias epilogue: two GEMMs, as without pairing (the
          * descriptors of the failed plan go, and so does its message) */
         fhd__gemm_destroy(&b->fwd_on[0]);
@@ -313,29 +324,34 @@ static int32_t prepare_gemms(fhd__backend *b) {
         const fhd__layer *ly = &lo->layers[l];
         const float *a_on = ly->sn ? b->sn_inv + l : b->d_one;
         const float *a_tg = ly->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + l : b->d_one;
-        const float *xo = l == 0 ? b->mlp_in : b->h[l - 1];
+        const void *xo = fhd__cuda_op_in(b, l);
         /* target(s') */
-        const float *xt = l == 0 ? b->mlp_in_tg : target_input(b, l);
-        float *yt = l == L ? b->head_t : (l % 2 == 0 ? b->tg_a : b->tg_b);
+        const void *xt = l > 0 ? target_input(b, l)
+                         : bf  ? (const void *)b->bf.x_tg
+                               : (const void *)b->mlp_in_tg;
+        void *yt = l == L ? (void *)b->head_t : target_output(b, l);
+        float *yt32 = l % 2 == 0 ? b->tg_a : b->tg_b; /* bf16 epilogue fallback's scratch */
         if (!(l == 0 && b->plan.pair_fwd0)) {
             /* online(s) [+ online(s')] */
-            FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_on[l], 0, l, b->rows_on, xo, b->h[l], a_on));
-            FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_tg[l], 1, l, B, xt, yt, a_tg));
+            FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_on[l], 0, l, b->rows_on, xo,
+                                           fhd__cuda_op_out(b, l), b->h[l], a_on));
+            FHD_TRY(fhd__gemm_plan_forward(b, &b->fwd_tg[l], 1, l, B, xt, yt, yt32, a_tg));
         }
         /* dW_l (out, in) = dz_l^T x_l: column-major dW^T (in, out) = x^T (in, B) . dz (B, out) */
         fhd__gemm_spec s;
         memset(&s, 0, sizeof s);
         s.tf32 = b->plan.tf32_bwd;
+        s.bf16 = ab;
         s.opa = CUBLAS_OP_N;
         s.opb = CUBLAS_OP_T;
         s.m = ly->in;
         s.n = ly->out;
         s.k = B;
-        s.A = l == 0 ? b->mlp_in : b->h[l - 1];
+        s.A = xo;
         s.lda = ly->in;
-        s.B = b->dz[l];
+        s.B = fhd__cuda_op_dz(b, l);
         s.ldb = l == L ? b->HOs : ly->out;
-        if (b->plan.dz_t[l]) { /* dz^T (out, B) row-major: the batch contiguous */
+        if (b->plan.dz_t[l]) { /* dz^T (out, B) row-major: the batch contiguous (TF32 only) */
             char tsite[24];
             snprintf(tsite, sizeof tsite, "dz%u transpose", l);
             FHD_TRY(fhd__gemm_plan_transpose(b, &b->bwd_dzt[l], b->dz[l], B, ly->out, b->dzt[l],
@@ -359,8 +375,8 @@ static int32_t prepare_gemms(fhd__backend *b) {
             s.site = "dW0 half";
             s.beside = 0; /* the last GEMM before the optimiser */
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw[l], &s));
-            s.A = b->mlp_in + (size_t)(B / 2) * ly->in;
-            s.B = b->dz[l] + (size_t)(B / 2) * ly->out;
+            s.A = fhd__elem_at(xo, (uint64_t)(B / 2) * ly->in, bf);
+            s.B = fhd__elem_at(fhd__cuda_op_dz(b, l), (uint64_t)(B / 2) * ly->out, bf);
             s.C = b->gpart0;
             s.site = "dW0 half2";
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dw0b, &s));
@@ -372,14 +388,15 @@ static int32_t prepare_gemms(fhd__backend *b) {
         /* dx (B, in) = dz_l W_l: column-major dx^T (in, B) = W^T (in, out) . dz^T (out, B) */
         memset(&s, 0, sizeof s);
         s.tf32 = b->plan.tf32_bwd;
+        s.bf16 = ab;
         s.opa = CUBLAS_OP_N;
         s.opb = CUBLAS_OP_N;
         s.m = ly->in;
         s.n = B;
         s.k = ly->out;
-        s.A = b->params + ly->w_off;
+        s.A = fhd__cuda_op_w(b, 0, ly->w_off);
         s.lda = ly->in;
-        s.B = b->dz[l];
+        s.B = fhd__cuda_op_dz(b, l);
         s.ldb = l == L ? b->HOs : ly->out;
         s.C = b->dz[l - 1];
         s.ldc = ly->in;
@@ -392,8 +409,8 @@ static int32_t prepare_gemms(fhd__backend *b) {
             s.k = h;
             snprintf(site, sizeof site, "dx%u half", l);
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dx[l], &s));
-            s.A = b->params + ly->w_off + (size_t)h * ly->in;
-            s.B = b->dz[l] + h;
+            s.A = fhd__elem_at(fhd__cuda_op_w(b, 0, ly->w_off), (uint64_t)h * ly->in, bf);
+            s.B = fhd__elem_at(fhd__cuda_op_dz(b, l), h, bf);
             s.C = b->dxp[l];
             snprintf(site, sizeof site, "dx%u half2", l);
             FHD_TRY(fhd__gemm_plan(b, &b->bwd_dx2[l], &s));

@@ -35,6 +35,9 @@
  *       launch with a grid barrier between the two passes (two launches without cooperative
  *       launch support); with a guard (kernels/guard.cuh) the norm pass decides whether the
  *       update is applied, and with PER the staged priorities enter the tree after it (one node)
+ * With bf16 GEMMs (cuda_bf16.cpp) the weights are converted first on s0, each network's layer-0
+ * input before its forward, the head's output gradient right after the loss kernel, and the
+ * ReLU backward writes bf16 dz.
  * The update counter lives on the device and every kernel reads it, so the same graph serves
  * every update: sampling counter, beta, Adam step and target-update interval advance by
  * themselves.
@@ -72,6 +75,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     } else if (sample_in) {
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample, s0));
     }
+    FHD_TRY(fhd__cuda_bf16_record_weights(b, s0)); /* bf16 GEMMs: both networks, before the fork */
     if (b->has_sn) {
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn1, s0));
         if (b->plan.fork_sn1) { /* the target forward after the first pass (cuda_plan.h) */
@@ -84,8 +88,10 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_sample, 0));
     /* paired: layer 0 of both networks in one GEMM, then the fork */
     const uint32_t l0 = b->plan.pair_fwd0 ? 1 : 0;
-    if (l0)
+    if (l0) {
+        FHD_TRY(fhd__cuda_bf16_record_input(b, 0, s0)); /* bf16: all 2B rows */
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[0], s0, b->ws_main));
+    }
     FHD_TRY(fhd__cuda_conv_record_input(b, s0)); /* shared by both networks: before the fork */
     if (!b->plan.fork_sn1) {
         FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
@@ -95,15 +101,20 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
      * (cuda_conv.cpp) */
     const uint32_t top = L - (b->plan.head_in_loss ? 1u : 0u);
     FHD_TRY(fhd__cuda_conv_record_forward(b, 0, s0));
+    if (!l0) /* bf16: layer 0's input of each network on its own stream */
+        FHD_TRY(fhd__cuda_bf16_record_input(b, 0, s0));
     for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], s0, b->ws_main));
     FHD_TRY(fhd__cuda_conv_record_forward(b, 1, s1));
+    if (!l0)
+        FHD_TRY(fhd__cuda_bf16_record_input(b, 1, s1));
     for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], s1, b->ws_side));
     FHD_CK(b, cudaEventRecord(b->ev_tgt, s1));
     FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tgt, 0));
     const fhd__loss_args *la = train ? &b->a_loss_train : &b->a_loss_batch;
     FHD_CK(b, fhd__cuda_td_loss(la, s0));
+    FHD_TRY(fhd__cuda_bf16_record_head_dz(b, s0)); /* bf16: the head GEMMs' operand */
     /* a third branch: the loss statistics and the tree update, so that the dW GEMMs of the
      * layers below (on s1) do not queue behind them; joined before the optimiser */
     FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
@@ -148,6 +159,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
                 FHD_CK(b, fhd__cuda_relu_backward_dw(b->dz[0], dx2, b->h[0], b->bpart[0], b->B,
                                                      below->out, b->mlp_in, below->in,
                                                      b->grad + below->w_off, b->gpart0, s0));
+            else if (b->bf.on) /* dz_{l-1} in bf16 for its GEMMs */
+                FHD_TRY(fhd__cuda_bf16_relu_backward(b, (uint32_t)l - 1, dx2, s0));
             else
                 FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], dx2,
                                                         b->h[l - 1], b->bpart[l - 1], b->B,
@@ -219,6 +232,7 @@ static int32_t preload(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_optim_preload());
     FHD_CK(b, fhd__cuda_replay_preload());
     FHD_CK(b, fhd__cuda_act_preload());
+    FHD_CK(b, fhd__cuda_bf16_preload());
     for (uint32_t l = 0; l <= b->lo.L; l++) {
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], b->s_main, b->ws_main));
         if (!(l == 0 && b->plan.pair_fwd0))

@@ -3,9 +3,12 @@ TD errors and gradients on one batch equal those of tests/parity/torch_reference
 reference the parity test holds the library to), for branches of one size and of different
 sizes, dueling or not, double DQN or not, spectral norm none/last/all, CQL on and off, and
 conv torsos (uint8 and float32 images, obs_scale, padding, torso "nature", spectral norm over
-the convs, NCHW and channels_last); the two scripts' Nature tables agree.
+the convs, NCHW and channels_last); the two scripts' Nature tables agree. With --bf16 (bf16
+autocast) its loss, TD errors and gradients equal tests/parity/torch_bf16.py's autocast
+replay's, and differ from its own fp32 update (the cast is in effect).
 Exits 77 (skipped) without torch. Usage: test_torch_reference.py BENCH_DIR PARITY_SCRIPT"""
 import importlib.util
+import os
 import sys
 
 try:
@@ -17,6 +20,16 @@ except ImportError as exc:
 # fp32 on the CPU, the same ops in the same order except the branch layout (per-branch slices
 # there, one padded (B, D, K) tensor here): a few roundings apart at most.
 TOL = 1e-5
+# bf16 autocast on both sides: the same bf16 GEMMs (one merged head here, value and advantage
+# apart there: the same dot products), the fp32 rounding of the branch layout moving a value
+# across a bf16 rounding boundary now and then (2^-8 of one element).
+TOL_BF16 = 2e-3
+# and the bf16 update must differ from the fp32 one by more than this
+MIN_BF16_EFFECT = 1e-4
+BF16_CASES = [  # as CASES
+    ([3, 5, 2], True, True, 0.1, "all", "huber"),
+    ([6, 6], False, True, 0.0, "none", "mse"),
+]
 
 CASES = [  # actions, dueling, double_dqn, cql_alpha, spectral_norm, loss
     ([3, 5, 2], True, True, 0.1, "all", "huber"),
@@ -64,18 +77,24 @@ def main():
     for i, (keys, chl, sn) in enumerate(IMAGE_CASES):
         torch.manual_seed(100 + i)
         failures += not check(tr, par, keys, [6], True, True, 0.0, sn, "huber", chl)
-    n_cases = len(CASES) + len(IMAGE_CASES) + 1
+    tb = load("torch_bf16", os.path.join(os.path.dirname(parity_script), "torch_bf16.py"))
+    for acts, duel, dbl, cql, sn, loss_kind in BF16_CASES:
+        torch.manual_seed(len(acts) * 11 + sum(acts))
+        keys = {"obs_dim": 9, "hidden": [48, 40]}
+        failures += not check(tr, par, keys, acts, duel, dbl, cql, sn, loss_kind, False, tb)
+    n_cases = len(CASES) + len(IMAGE_CASES) + len(BF16_CASES) + 1
     print(f"{n_cases - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
-def check(tr, par, keys, acts, duel, dbl, cql, sn, loss_kind, chl):
+def check(tr, par, keys, acts, duel, dbl, cql, sn, loss_kind, chl, bf16=None):
     """One config: the bench learner's loss, TD errors and gradients on one batch against the
-    parity reference's networks holding the same weights. True when within TOL."""
+    parity reference's networks holding the same weights. True when within TOL. bf16: the
+    torch_bf16 module: the bench learner with --bf16 against its autocast forward (TOL_BF16)."""
     cfg = tr.resolve_config(dict(
         keys, actions=acts, dueling=duel, double_dqn=dbl, cql_alpha=cql, spectral_norm=sn,
         loss=loss_kind, batch_size=8, replay="prioritized", seed=5))
-    lr = tr.Learner(cfg, torch.device("cpu"), channels_last=chl)
+    lr = tr.Learner(cfg, torch.device("cpu"), channels_last=chl, bf16=bf16 is not None)
     n, B = 32, 8
     lr.alloc_replay(n)
     shape = lr.obs_shape
@@ -117,10 +136,15 @@ def check(tr, par, keys, acts, duel, dbl, cql, sn, loss_kind, chl):
                 getattr(m, f"{pre}v{j}").copy_(v)
     ws = net.weights(iterate=True)
     x, xn = obs[:n][idx].float(), obs[1:][idx].float()
-    q = net(x, ws)
+    one = torch.ones(())
+    if bf16 is not None:  # W_sn as formed above, then autocast's GEMMs
+        fwd = lambda m, xx, w: bf16.forward_autocast(m, xx, [(wi, one) for wi in w])
+    else:
+        fwd = lambda m, xx, w: m(xx, w)
+    q = fwd(net, x, ws)
     with torch.no_grad():
-        qt = tgt(xn, tgt.weights(iterate=False))
-        sel = net(xn, [wt.detach() for wt in ws]) if dbl else qt
+        qt = fwd(tgt, xn, tgt.weights(iterate=False))
+        sel = fwd(net, xn, [wt.detach() for wt in ws]) if dbl else qt
         disc = (1.0 - term[idx].float()) * cfg["gamma"]
         y, _ = par.td_target(s, qt, sel, rew[idx], disc)
     ref_loss, ref_qa = par.td_loss(s, cfg, q, act[idx], y, w)
@@ -135,11 +159,20 @@ def check(tr, par, keys, acts, duel, dbl, cql, sn, loss_kind, chl):
     errs = {"loss": rel(loss.detach(), ref_loss.detach()),
             "td": rel(td, ref_qa.detach() - y[:, None]),
             "grad": max(rel(a, b) for a, b in zip(g, ref_g))}
-    bad = {k: v for k, v in errs.items() if not v <= TOL}
+    bad = {k: v for k, v in errs.items() if not v <= (TOL if bf16 is None else TOL_BF16)}
+    if bf16 is not None:  # the same batch in fp32: the cast must show in the gradient
+        g16 = torch.cat([p.grad.flatten() for p in lr.params])
+        lr.bf16 = False
+        for p in lr.params:
+            p.grad = None
+        lr.loss_fn()[0].backward()
+        errs["fp32_effect"] = rel(torch.cat([p.grad.flatten() for p in lr.params]), g16)
+        if not errs["fp32_effect"] > MIN_BF16_EFFECT:
+            bad["fp32_effect"] = errs["fp32_effect"]
     image = (f" obs {shape} {cfg['obs_dtype']} conv {NC}"
              + (" channels_last" if chl else "")) if NC else ""
     print(f"{'FAIL' if bad else 'ok  '} actions {acts} dueling {duel} double {dbl} "
-          f"cql {cql} sn {sn} {loss_kind}{image}: "
+          f"cql {cql} sn {sn} {loss_kind}{image}{' bf16' if bf16 is not None else ''}: "
           + ", ".join(f"{k} {v:.1e}" for k, v in errs.items()))
     return not bad
 

@@ -9,9 +9,11 @@
  * latency (greedy actions for 1 and 256 observations, host to host).
  *
  *   cuda_bench [NAME ...]     NAME in C0 B1 B1-sn U1 A1 A1-tf32f A2 A2-tf32f B2-fp32 B2-tf32f
- *                             B2-tf32 B3 B3-tf32f B3-tf32
- *                             (default: all; -tf32f: tf32_forward; U1 is no preset: a user's
- *                             37 -> 384 -> 192 -> 7 dueling network at batch 512)
+ *                             B2-tf32 B2-bf16 B3 B3-tf32f B3-tf32 B3-bf16
+ *                             (default: all; -tf32f: tf32_forward; -bf16: bf16 GEMMs, which
+ *                             the CUDA backend refuses with a conv torso, so A1 and A2 have no
+ *                             bf16 form here; U1 is no preset: a user's 37 -> 384 -> 192 -> 7
+ *                             dueling network at batch 512)
  * FHD_BENCH_AUTOTUNE=off|fast|full sets the configs' autotune key; FHD_BENCH_PLAN prints the
  * plan (the backend's describe() text). Each line ends with the autotune's time at create, the
  * cache's state and the metrics' executed rate.
@@ -40,8 +42,8 @@ typedef struct bench {
     "\"max_grad_norm\": 10, \"loss\": \"huber\", \"learning_starts\": 0, \"seed\": 1, "        \
     "\"target_update_interval\": 1000, \"num_envs\": 256"
 
-/* B2 and B3 (docs/design.md section 6), each at the three matmul precisions (B3 itself is fp32, the
- * default; its TF32 forms show what FP32 costs its GEMMs) */
+/* B2 and B3 (docs/design.md section 6), each at the four matmul precisions (B3 itself is fp32, the
+ * default; its TF32 and bf16 forms show what FP32 costs its GEMMs) */
 #define CFG_B2                                                                                 \
     COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "                 \
            "\"batch_size\": 8192, \"replay_capacity\": 1048576"
@@ -54,6 +56,7 @@ typedef struct bench {
            "\"actions\": [6], \"replay_capacity\": 100000"
 #define PREC_TF32F ", \"matmul_precision\": \"tf32_forward\""
 #define PREC_TF32 ", \"matmul_precision\": \"tf32\""
+#define PREC_BF16 ", \"matmul_precision\": \"bf16\""
 
 static const bench benches[] = {
     {"C0", "{" COMMON ", \"obs_dim\": 4, \"hidden\": [64, 64], \"actions\": [2], "
@@ -74,9 +77,11 @@ static const bench benches[] = {
     {"B2-fp32", "{" CFG_B2 "}"},
     {"B2-tf32f", "{" CFG_B2 PREC_TF32F "}"},
     {"B2-tf32", "{" CFG_B2 PREC_TF32 "}"},
+    {"B2-bf16", "{" CFG_B2 PREC_BF16 "}"},
     {"B3", "{" CFG_B3 "}"},
     {"B3-tf32f", "{" CFG_B3 PREC_TF32F "}"},
     {"B3-tf32", "{" CFG_B3 PREC_TF32 "}"},
+    {"B3-bf16", "{" CFG_B3 PREC_BF16 "}"},
 };
 
 static int cmp_double(const void *a, const void *b) {

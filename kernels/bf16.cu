@@ -1,0 +1,141 @@
+/* bf16.cu - bf16 conversion, the bf16 ReLU backward with partial bias gradients and the bf16
+ * bias+ReLU epilogue fallback (see bf16.cuh). */
+#include "bf16.cuh"
+#include "common.cuh"
+#include "linear.cuh"
+
+#define CVT_THREADS 256
+#define CVT_MAX_BLOCKS 4096
+#define RB_COLS 32  /* columns per block: one per lane (fhd__cuda_relu_backward_bgrad's tiles) */
+#define RB_GROUPS 8 /* row groups per block: one per warp */
+#define RB_ROWS 64  /* rows per block, the chunks of fhd__cuda_relu_bgrad_chunks: 8 a thread */
+
+template <bool V4>
+__global__ void __launch_bounds__(CVT_THREADS)
+    fhd_to_bf16_kernel(__nv_bfloat16 *__restrict__ dst, const float *__restrict__ src, uint64_t n) {
+    const uint64_t stride = (uint64_t)gridDim.x * CVT_THREADS;
+    uint64_t i = blockIdx.x * (uint64_t)CVT_THREADS + threadIdx.x;
+    uint64_t start = 0; /* the scalar loop's first element */
+    if (V4) {
+        const uint64_t n4 = n / 4;
+        for (uint64_t j = i; j < n4; j += stride) {
+            const float4 v = __ldg(reinterpret_cast<const float4 *>(src) + j);
+            __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y),
+                           hi = __floats2bfloat162_rn(v.z, v.w);
+            uint2 w;
+            memcpy(&w.x, &lo, sizeof w.x);
+            memcpy(&w.y, &hi, sizeof w.y);
+            reinterpret_cast<uint2 *>(dst)[j] = w;
+        }
+        start = n4 * 4; /* the tail (< 4 values) */
+    }
+    for (i += start; i < n; i += stride)
+        dst[i] = __float2bfloat16_rn(__ldg(src + i));
+}
+
+cudaError_t fhd__cuda_to_bf16(__nv_bfloat16 *dst, const float *src, uint64_t n,
+                              cudaStream_t stream) {
+    if (n == 0)
+        return cudaSuccess;
+    const bool v4 = ((uintptr_t)src & 15) == 0 && ((uintptr_t)dst & 7) == 0;
+    uint64_t g = fhd_cdiv(v4 ? fhd_cdiv(n, 4) : n, CVT_THREADS);
+    g = g < 2 ? 2 : (g > CVT_MAX_BLOCKS ? CVT_MAX_BLOCKS : g); /* never a one-block grid */
+    if (v4)
+        fhd_to_bf16_kernel<true><<<(unsigned)g, CVT_THREADS, 0, stream>>>(dst, src, n);
+    else
+        fhd_to_bf16_kernel<false><<<(unsigned)g, CVT_THREADS, 0, stream>>>(dst, src, n);
+    return cudaGetLastError();
+}
+
+/* grid (tiles, chunks): block (t, c) owns columns [32 t, 32 t + 32) of rows [64 c, 64 c + 64);
+ * lane = column, warp g = rows 64 c + g + 8 k (k = 0..7), every thread's 8 rows in flight at
+ * once (the layout of linear.cu's fhd_relu_backward_bgrad_kernel, whose partials these are). */
+template <bool TWO>
+__global__ void __launch_bounds__(RB_COLS * RB_GROUPS)
+    fhd_relu_backward_bf16_kernel(__nv_bfloat16 *__restrict__ dz16, const float *__restrict__ dx,
+                                  const float *__restrict__ dx2,
+                                  const __nv_bfloat16 *__restrict__ h16,
+                                  float *__restrict__ partial, uint32_t B, uint32_t H) {
+    constexpr int NR = RB_ROWS / RB_GROUPS;
+    __shared__ float red[RB_GROUPS][RB_COLS];
+    const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
+    const uint32_t col = blockIdx.x * RB_COLS + lane;
+    const uint32_t r0 = blockIdx.y * RB_ROWS + grp;
+    float s = 0.0f;
+    if (col < H) {
+        float g[NR], m[NR];
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            const uint32_t r = r0 + i * RB_GROUPS;
+            g[i] = r < B ? dx[(size_t)r * H + col] : 0.0f;
+            if (TWO && r < B)
+                g[i] += dx2[(size_t)r * H + col];
+            m[i] = r < B ? __bfloat162float(h16[(size_t)r * H + col]) : 0.0f;
+        }
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            const uint32_t r = r0 + i * RB_GROUPS;
+            const float v = m[i] > 0.0f ? g[i] : 0.0f;
+            if (r < B)
+                dz16[(size_t)r * H + col] = __float2bfloat16_rn(v);
+            s += v;
+        }
+    }
+    red[grp][lane] = s;
+    __syncthreads();
+    if (grp == 0 && col < H) {
+        float t = 0.0f;
+        for (int k = 0; k < RB_GROUPS; k++)
+            t += red[k][lane];
+        partial[(size_t)blockIdx.y * H + col] = t;
+    }
+}
+
+cudaError_t fhd__cuda_relu_backward_bf16(__nv_bfloat16 *dz16, const float *dx, const float *dx2,
+                                         const __nv_bfloat16 *h16, float *partial, uint32_t B,
+                                         uint32_t H, cudaStream_t stream) {
+    const dim3 grid((uint32_t)fhd_cdiv(H, RB_COLS), fhd__cuda_relu_bgrad_chunks(B));
+    if (dx2)
+        fhd_relu_backward_bf16_kernel<true>
+            <<<grid, RB_COLS * RB_GROUPS, 0, stream>>>(dz16, dx, dx2, h16, partial, B, H);
+    else
+        fhd_relu_backward_bf16_kernel<false>
+            <<<grid, RB_COLS * RB_GROUPS, 0, stream>>>(dz16, dx, dx2, h16, partial, B, H);
+    return cudaGetLastError();
+}
+
+__global__ void __launch_bounds__(CVT_THREADS)
+    fhd_bias_act_bf16_kernel(__nv_bfloat16 *__restrict__ y16, const float *__restrict__ y,
+                             const __nv_bfloat16 *__restrict__ b16, uint64_t n, uint32_t out,
+                             uint32_t ld) {
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint64_t at = (i / out) * ld + i % out;
+        const float z = y[at] + __bfloat162float(b16[i % out]);
+        y16[at] = __float2bfloat16_rn(z > 0.0f ? z : 0.0f);
+    }
+}
+
+cudaError_t fhd__cuda_bias_act_bf16(__nv_bfloat16 *y16, const float *y, const __nv_bfloat16 *b16,
+                                    uint32_t rows, uint32_t out, uint32_t ld, cudaStream_t stream) {
+    const uint64_t n = (uint64_t)rows * out;
+    uint64_t g = fhd_cdiv(n, CVT_THREADS);
+    g = g < 2 ? 2 : (g > 65535 ? 65535 : g);
+    fhd_bias_act_bf16_kernel<<<(unsigned)g, CVT_THREADS, 0, stream>>>(y16, y, b16, n, out, ld);
+    return cudaGetLastError();
+}
+
+/* Load this file's kernels now (lazy module loading must not happen inside a graph capture). */
+cudaError_t fhd__cuda_bf16_preload(void) {
+    cudaFuncAttributes fa;
+    const void *fns[] = {
+        (const void *)fhd_to_bf16_kernel<true>, (const void *)fhd_to_bf16_kernel<false>,
+        (const void *)fhd_relu_backward_bf16_kernel<true>,
+        (const void *)fhd_relu_backward_bf16_kernel<false>, (const void *)fhd_bias_act_bf16_kernel};
+    for (const void *f : fns) {
+        cudaError_t e = cudaFuncGetAttributes(&fa, f);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
+}
