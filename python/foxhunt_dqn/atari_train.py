@@ -446,9 +446,12 @@ def _run(args, learner, cfg_path, cfg, FoxhuntError, t_process):
           f"in {wall:.2f} s ({this / max(wall, 1e-9):.0f} env steps/s); checkpoint "
           f"{run.ckpt} (saved in {run.save_seconds:.1f} s)", flush=True)
     if why == "target":
-        print(f"target reached: mean raw return of the last {args.target_games} games "
-              f"{np.mean(run.recent[-args.target_games:]):.2f} >= {args.target_return} at "
-              f"{c['env_steps']} env steps, {stop_wall:.1f} s of wall time", flush=True)
+        k = args.target_games
+        how = (f"the evaluation's mean {run.checks[-1]['return_mean']:.2f} (proposed by the "
+               f"last {k} games' {np.mean(run.recent[-k:]):.2f})" if run.confirmed else
+               f"the last {k} games' mean {np.mean(run.recent[-k:]):.2f}")
+        print(f"target reached: {how} >= {args.target_return} at {c['env_steps']} env steps, "
+              f"{stop_wall:.1f} s of wall time", flush=True)
     elif why != "done":
         print(f"{'interrupted' if why == 'interrupted' else 'wall budget reached'} at "
               f"{c['env_steps']} env steps; continue with the same command and --resume "

@@ -182,9 +182,17 @@ static void test_diverge_train(int per) {
     fhd__learner_destroy(M);
     ct_check(L->ops->write(L->be, FHD_STATE_REPLAY_RETURNS, 0, n, ret) == FHD_OK,
              "%s: sane returns back", name);
-    ct_check(fhd__learner_train(L, 3, NULL) == FHD_OK, "%s: training goes on: %s", name, L->err);
-    ct_check(metric(L, "updates") == 7 && !same(L, &s0, per), "%s: 3 updates applied (%lld)",
-             name, metric(L, "updates"));
+    /* the first call after reports the last skip (update 12), and its own updates apply */
+    int32_t rc4 = fhd__learner_train(L, 3, NULL);
+    ct_check(rc4 == FHD_ERR_DIVERGED && strstr(L->err, "update 12 diverged") &&
+                 strstr(L->err, "1 diverged since the last report"),
+             "%s: the next call reports the last skipped update: %s: %s", name,
+             fhd__status_name(rc4), L->err);
+    ct_check(metric(L, "updates") == 7 && metric(L, "diverged_updates") == 8 &&
+                 !same(L, &s0, per),
+             "%s: 3 updates applied (%lld), diverged_updates %lld", name, metric(L, "updates"),
+             metric(L, "diverged_updates"));
+    ct_check(fhd__learner_train(L, 2, NULL) == FHD_OK, "%s: training goes on: %s", name, L->err);
     drop(&s0);
     free(ret);
     free(bad);
