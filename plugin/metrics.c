@@ -36,8 +36,11 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
     fhd__backend_scalars sc;
     fhd__update_stats us;
     memset(&us, 0, sizeof us); /* a backend fills what it has */
-    L->ops->get_scalars(L->be, &sc);
-    L->ops->latest_stats(L->be, &us);
+    int32_t rc = L->ops->get_scalars(L->be, &sc);
+    if (rc == FHD_OK)
+        rc = L->ops->latest_stats(L->be, &us);
+    if (rc != FHD_OK) /* e.g. a CUDA learner after a device fault */
+        return fhd__backend_fail(L, rc, "metrics");
     json_t *o = json_object();
     if (!o)
         return fhd__fail(L, FHD_ERR_OUT_OF_MEMORY, "metrics: out of memory");
@@ -95,6 +98,12 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
         int32_t n = L->ops->describe(L->be, small, sizeof small);
         if (n >= (int32_t)sizeof small && (d = malloc((size_t)n + 1)) != NULL)
             n = L->ops->describe(L->be, d, (size_t)n + 1);
+        if (n < 0) { /* a status: the backend failed, not the allocation */
+            if (d != small)
+                free(d);
+            json_decref(o);
+            return fhd__backend_fail(L, n, "metrics");
+        }
         json_t *extra = d && n >= 0 ? json_loads(d, 0, NULL) : NULL;
         if (d != small)
             free(d);
@@ -121,7 +130,7 @@ int32_t fhd__learner_metrics(fhd_learner *L, char *buf, size_t cap, size_t *need
      * statistics snapshot) may print longer, and the two-call pattern must still succeed. A
      * successful fetch reports the exact size written. */
     const size_t n = strlen(s) + 1;
-    int32_t rc = FHD_OK;
+    rc = FHD_OK;
     if (buf && cap >= n) {
         memcpy(buf, s, n);
         *needed = n;
