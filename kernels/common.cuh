@@ -196,6 +196,13 @@ static inline int fhd_pdl_allowed(const void *func) {
     return major >= 9 && fa.binaryVersion >= 90;
 }
 
+/* Let kernel k take bytes of dynamic shared memory: above the default 48 KiB it has to opt in. */
+static inline cudaError_t fhd_allow_dynamic_smem(const void *k, uint64_t bytes) {
+    if (bytes <= 48u * 1024u)
+        return cudaSuccess;
+    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
 /* The cudaLaunchKernelEx configuration of a launch that is a programmatic dependent of the
  * kernel before it on the stream when pdl (see fhd_pdl_allowed), a plain launch otherwise. attr
  * is the attribute's storage and must live until the launch. */

@@ -30,11 +30,37 @@ typedef struct fhd__dev_scalars {
     /* the priority update leaves this update's loss statistics here, and the optimiser moves
      * them into loss, td_abs_mean, q_mean, beta when it applies the update (kernels/guard.cuh) */
     float pend_loss, pend_td_abs_mean, pend_q_mean, pend_beta;
-    float reserved2[6];
+    /* the same way: the diversity term's mean entropy (config diversity_coef) and q_delta
+     * (config detailed_metrics; NaN without double DQN), pending, then applied */
+    float pend_entropy, pend_q_delta, entropy, q_delta;
+    float reserved2[2];
 } fhd__dev_scalars;
+
+/* Config detailed_metrics' sums of squares (docs/design.md section 4, Metrics), right after the
+ * scalars in the same device allocation (fhd__dev_record), so that one copy takes both into a
+ * snapshot. Update t (its number if applied: updates + 1) writes slot t % 2; the guard's skip
+ * leaves stats_update as it was, so slot stats_update % 2 always holds the update the statistics
+ * belong to, with no copy at the decision. The host takes the square roots and adds each layer's
+ * segments (plugin/cuda/cuda_divmetrics.cpp). */
+#define FHD_DEV_DETAIL_SEGMENTS 36 /* FHD_OPT_MAX_SEGMENTS (kernels/optim.cuh) */
+#define FHD_DEV_DETAIL_BRANCHES 64 /* FHD_MAX_BRANCHES (plugin/config.h) */
+typedef struct fhd__dev_detail_slot {
+    double seg_sq[FHD_DEV_DETAIL_SEGMENTS]; /* each optimiser segment's squared gradient norm
+                                             * before clipping (the norm pass's finish) */
+    double head_w_sq[FHD_DEV_DETAIL_BRANCHES]; /* branch d's action rows of W_head, squared norm
+                                                * before the update (kernels/metrics.cu) */
+    double head_g_sq[FHD_DEV_DETAIL_BRANCHES]; /* and of their gradient */
+} fhd__dev_detail_slot;
+
+typedef struct fhd__dev_record {
+    fhd__dev_scalars s;
+    fhd__dev_detail_slot detail[2];
+} fhd__dev_record;
 
 #ifdef __cplusplus
 static_assert(sizeof(fhd__dev_scalars) == 128, "fhd__dev_scalars is one 128-byte record");
+static_assert(sizeof(fhd__dev_record) == 128 + 2 * sizeof(fhd__dev_detail_slot),
+              "the detail follows the scalars unpadded");
 #endif
 
 /* The sampling counter of the update the record is at (the RNG event of its batch, and beta's

@@ -39,6 +39,8 @@ static __device__ __forceinline__ void fhd_guard_publish(const fhd__opt_args &a,
     st->td_abs_mean = st->pend_td_abs_mean;
     st->q_mean = st->pend_q_mean;
     st->beta = st->pend_beta;
+    st->entropy = st->pend_entropy;
+    st->q_delta = st->pend_q_delta;
     st->grad_norm = norm;
     st->updates = t;
     st->stats_update = t;

@@ -15,6 +15,8 @@
 static_assert(FHD_OPT_CHUNK == OPT_THREADS * 8 && FHD_OPT_CHUNK_MIN == OPT_THREADS * 2,
               "a weight block covers its chunk");
 static_assert(FHD_OPT_BIAS_COLS * (OPT_THREADS / 32) == OPT_THREADS, "bias block: 32 x 8");
+static_assert(FHD_DEV_DETAIL_SEGMENTS == FHD_OPT_MAX_SEGMENTS && FHD_OPT_MAX_SEGMENTS <= OPT_THREADS,
+              "detailed_metrics: every segment, a thread each");
 
 static __device__ __forceinline__ int find_segment(const fhd__opt_args &a, uint32_t blk) {
     for (uint32_t s = 0; s < a.nseg; s++)
@@ -137,11 +139,13 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
 }
 
 /* The per-segment sums of every norm block's partials, in block order, then the global norm,
- * the clip coefficient, the SN gradient coefficients and Adam's bias corrections into *ci.
- * Called by a whole block after every norm block has written its partials. */
+ * the clip coefficient, the SN gradient coefficients and Adam's bias corrections into *ci; one
+ * block a launch also each segment's squared norm for detailed_metrics into slot det_slot (the
+ * update's number t % 2; -1: not this block). Called by a whole block after every norm block
+ * has written its partials. */
 template <bool SN>
 static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, float step,
-                                   float bc2_sqrt) {
+                                   float bc2_sqrt, int det_slot) {
     __shared__ double segsum[FHD_OPT_MAX_SEGMENTS][4];
     __shared__ float sn_sigma[FHD_OPT_MAX_SN], sn_uu[FHD_OPT_MAX_SN], sn_vv[FHD_OPT_MAX_SN];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -183,7 +187,9 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
             const double uu = sn_uu[l], vv = sn_vv[l];
             double part = (double)inv * inv * segsum[s][1] - 2.0 * (double)c * inv * segsum[s][3] +
                           (double)c * c * uu * vv;
-            total += part > 0.0 ? part : 0.0;
+            part = part > 0.0 ? part : 0.0;
+            total += part;
+            segsum[s][0] = part;
             ci->sn_c[l] = c;
             ci->sn_inv[l] = inv;
         }
@@ -205,6 +211,8 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
         ci->skip = fhd_guard_skip(a, norm);
     }
     __syncthreads();
+    if (det_slot >= 0 && a.det && threadIdx.x < a.nseg) /* detailed_metrics (device_state.cuh) */
+        a.det[det_slot].seg_sq[threadIdx.x] = segsum[threadIdx.x][0];
 }
 
 template <int MAXX, int PER>
@@ -215,9 +223,10 @@ __global__ void __launch_bounds__(OPT_THREADS)
     if (!fhd_last_block_done(a.done_norm, gridDim.x))
         return;
     __shared__ float sc[2];
+    const uint64_t t = a.st->updates + 1; /* the Adam kernel after this one raises it */
     if (threadIdx.x == 0)
-        fhd_adam_scalars(a.lr, a.beta1, a.beta2, a.st->updates + 1, &sc[0], &sc[1]);
-    finish_norm<true>(a, a.clip, sc[0], sc[1]); /* its barriers publish sc */
+        fhd_adam_scalars(a.lr, a.beta1, a.beta2, t, &sc[0], &sc[1]);
+    finish_norm<true>(a, a.clip, sc[0], sc[1], (int)(t & 1)); /* its barriers publish sc */
     /* the norm reaches the record with the guard's decision, by the Adam kernel's last block */
 }
 
@@ -471,7 +480,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
      * whose arrival is a release at GPU scope, and the wait an acquire): no __threadfence in
      * every thread before it, which would only delay the arrival */
     cooperative_groups::this_grid().sync();
-    finish_norm<SN>(a, &ci, pre_step, pre_bc2);
+    finish_norm<SN>(a, &ci, pre_step, pre_bc2, blockIdx.x == 0 ? (int)(t & 1) : -1);
     publish(a, ci, t);
     if (ci.skip) /* the guard: parameters, moments, target and SN copy unchanged */
         return;
@@ -502,7 +511,7 @@ __global__ void __launch_bounds__(OPT_THREADS, 1) /* the inputs held across the 
         adam_load<SN, PER>(a, R);
     }
     cooperative_groups::this_grid().sync();
-    finish_norm<SN>(a, &ci, pre_step, pre_bc2);
+    finish_norm<SN>(a, &ci, pre_step, pre_bc2, blockIdx.x == 0 ? (int)(t & 1) : -1);
     publish(a, ci, t);
     if (ci.skip) /* the guard: parameters, moments, target and SN copy unchanged */
         return;

@@ -104,6 +104,9 @@ typedef struct fhd__opt_args {
     float tau;
     /* the training guard's bounds (kernels/guard.cuh; 0: none, and both 0 without a guard) */
     float guard_max_loss, guard_max_norm;
+    /* config detailed_metrics (NULL: off): the finish of the norm writes each segment's squared
+     * norm into det[(updates + 1) % 2].seg_sq (device_state.cuh) */
+    fhd__dev_detail_slot *det;
 } fhd__opt_args;
 
 /* Fill block0 / nblocks of the segments (blocks of 256 x per weights, per 8, 4 or 2), the grids

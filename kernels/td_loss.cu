@@ -1,10 +1,12 @@
-/* td_loss.cu - fused head combine, TD target, loss, dL/dQ, head-combine backward, importance
- * weights, the rows' mean |td|, the fused head dx, and the priority update kernel (the new
- * priorities; see td_loss.cuh). Float formulas use uncontracted operations where the CPU
- * reference mixes * and +, so that equal inputs give equal outputs. */
+/* td_loss.cu - the loss kernel: fused head combine, TD target, loss (with CQL and the
+ * diversity term), dL/dQ, head-combine backward, importance weights, the rows' mean |td| and the
+ * blocks' loss statistics (see td_loss.cuh; the fused head dx is head_dx.cu's, the priority
+ * update td_priority.cu's). Float formulas use uncontracted operations where the CPU reference
+ * mixes * and +, so that equal inputs give equal outputs. */
 #include <math.h>
 
 #include "common.cuh"
+#include "diversity.cuh"
 #include "linear.cuh"
 #include "narrow.cuh"
 #include "priority.h"
@@ -87,69 +89,6 @@ static __device__ __forceinline__ uint32_t branch_argmax(const float *o, const f
     return best;
 }
 
-#define PRIO_THREADS 128
-
-/* New priorities of the batch (prioritized replay), by every thread of the block: the running
- * maximum, and for the last occurrence of each slot in the (sorted) batch its leaf and the
- * integer delta up the tree. A slot's ancestors near the root are shared by many rows, and
- * atomics on one address serialise: the lanes that share a node are neighbours (the indices
- * are sorted), so one prefix sum over the warp gives each run's total, and one lane per node
- * adds it. Integer adds commute (modulo 2^64), so the tree equals the CPU's sequential
- * fhd__sumtree_set_batch. */
-static __device__ __forceinline__ void update_priorities(const fhd__loss_args &a, uint32_t i,
-                                                         bool valid, uint64_t p) {
-    const uint32_t lane = threadIdx.x & 31;
-    /* lanes past the batch take the last row's slot with nothing to add: order is kept */
-    const uint32_t s = a.idx[valid ? i : a.B - 1];
-    uint64_t delta = 0;
-    if (valid && (i == a.B - 1 || a.idx[i + 1] != s)) {
-        uint64_t *leaf = a.nodes + a.leaves + s;
-        delta = p - *leaf; /* modulo 2^64: adds up exactly */
-        *leaf = p;
-    }
-    unsigned long long mx = valid ? p : 0;
-    for (int o = 16; o > 0; o >>= 1) {
-        const unsigned long long v = __shfl_xor_sync(FHD_FULL_MASK, mx, o);
-        mx = v > mx ? v : mx;
-    }
-    if (lane == 0 && mx)
-        atomicMax(reinterpret_cast<unsigned long long *>(&a.st->max_q), mx);
-    if (!__any_sync(FHD_FULL_MASK, delta != 0))
-        return;
-    /* Lanes i and i + 1 share their ancestors from level m_i = bit length of (x_i ^ x_{i+1})
-     * up (x = leaf node, non-decreasing over the lanes). At level h, lane i heads a run of
-     * lanes sharing a node iff i == 0 or m_{i-1} > h, and the run ends at the first lane e >= i
-     * with m_e > h. One prefix sum of the deltas gives the run's total; the head adds it. Each
-     * lane walks up only while it heads a run: no warp-wide step per level. */
-    __shared__ uint64_t pre_s[PRIO_THREADS / 32][32];
-    __shared__ uint32_t m_s[PRIO_THREADS / 32][32];
-    const uint32_t warp = threadIdx.x >> 5;
-    const uint32_t x = a.leaves + s;
-    uint64_t pre = delta;
-    for (uint32_t o = 1; o < 32; o <<= 1) {
-        const uint64_t v = __shfl_up_sync(FHD_FULL_MASK, pre, o);
-        if (lane >= o)
-            pre += v;
-    }
-    const uint32_t xn = __shfl_down_sync(FHD_FULL_MASK, x, 1);
-    pre_s[warp][lane] = pre;
-    m_s[warp][lane] = lane < 31 ? 32 - __clz(x ^ xn) : 64; /* lane 31: no right neighbour */
-    __syncwarp();
-    const uint32_t depth = 31 - __clz(a.leaves);
-    const uint32_t head_until = lane == 0 ? depth + 1 : m_s[warp][lane - 1]; /* heads for h < it */
-    const uint64_t before = lane == 0 ? 0 : pre_s[warp][lane - 1];
-    uint32_t e = lane;
-    for (uint32_t h = 1; h <= depth && h < head_until; h++) {
-        while (m_s[warp][e] <= h)
-            e++;
-        const uint64_t sum = pre_s[warp][e] - before;
-        if (sum)
-            atomicAdd(reinterpret_cast<unsigned long long *>(a.nodes + (x >> h)),
-                      (unsigned long long)sum);
-    }
-    __syncwarp(); /* pre_s / m_s are reused by the next call only after every lane is done */
-}
-
 /* Copy rows [r0, r0 + n) of NT (rows, HOs) head tiles into shared memory rows of stride HOp,
  * the loads of every tile in flight together (one tile after the other paid an L2 round trip
  * each); threads tid = 0 .. step - 1 take part. */
@@ -175,102 +114,6 @@ static __device__ __forceinline__ void stage_rows(float *const (&dst)[NT],
             for (int t = 0; t < NT; t++)
                 if (e < total)
                     dst[t][r * HOp + c] = v[k][t];
-        }
-    }
-}
-
-/* The head's dx and the ReLU backward of the layer below, for a small head (fuse_dx): dz_below
- * rows [r0, r0 + ROWS) = alpha (dout W_head) * (h_below > 0), and the column sums of the block's
- * dz values, in row order, as its bias-gradient partials. A kernel of its own, launched as the
- * loss kernel's programmatic dependent with the loss kernel's blocks: before its wait it loads
- * its first columns of h_below and W_head (earlier kernels' data; the loss kernel lets it start
- * only after its own wait, when the head forwards, and the GEMM before them, are done), after it
- * the block's dout rows. Thread t takes columns t, t + blockDim.x, ..., COLS of them a round
- * (two with 8-row blocks), FUSED_DX_CHUNK outputs' W_head loads in flight per column with the
- * mask's, the rows' accumulators in registers (k in order, as a GEMM's inner product). A kernel
- * of its own rather than inside the loss kernel: there it would take four L2 round trips a
- * thread, the loss kernel having no registers to spare for one. */
-#define FUSED_DX_CHUNK 24 /* W_head loads in flight per column (heads of up to 24 outputs: one) */
-
-template <int ROWS, int COLS>
-static __device__ __forceinline__ void dx_loads(const fhd__loss_args &a, uint32_t j0, uint32_t r0,
-                                                uint32_t nrows, uint32_t k0,
-                                                float (&hb)[COLS][ROWS],
-                                                float (&w)[COLS][FUSED_DX_CHUNK], bool mask) {
-    const uint32_t H = a.H, HO = a.HO;
-#pragma unroll
-    for (int c = 0; c < COLS; c++) {
-        const uint32_t j = j0 + c * blockDim.x;
-        if (mask)
-#pragma unroll
-            for (int r = 0; r < ROWS; r++)
-                hb[c][r] = j < H && (uint32_t)r < nrows
-                               ? __ldg(a.h_below + (size_t)(r0 + r) * H + j)
-                               : 0.0f;
-#pragma unroll
-        for (int k = 0; k < FUSED_DX_CHUNK; k++)
-            w[c][k] = j < H && k0 + k < HO ? __ldg(a.w_head + (size_t)(k0 + k) * H + j) : 0.0f;
-    }
-}
-
-template <int ROWS>
-__global__ void __launch_bounds__(FHD_LOSS_THREADS)
-    fhd_head_dx_kernel(const __grid_constant__ fhd__loss_args a) {
-    constexpr int COLS = ROWS <= 8 ? 2 : 1; /* registers: COLS x (2 ROWS + FUSED_DX_CHUNK) */
-    extern __shared__ float s_d[];        /* the block's dout rows, (ROWS, HO) */
-    const uint32_t r0 = blockIdx.x * ROWS;
-    const uint32_t nrows = r0 < a.B ? (a.B - r0 < ROWS ? a.B - r0 : ROWS) : 0;
-    const uint32_t H = a.H, HO = a.HO, HOs = a.HOs;
-    const uint32_t step = COLS * blockDim.x;
-    const float alpha = *a.alpha; /* 1, or 1/sigma from the spectral norm at the update's start */
-    float hb[COLS][ROWS], w[COLS][FUSED_DX_CHUNK];
-    dx_loads<ROWS, COLS>(a, threadIdx.x, r0, nrows, 0, hb, w, true);
-    fhd_pdl_wait(); /* dout is the loss kernel's */
-    for (uint32_t e = threadIdx.x; e < nrows * HO; e += blockDim.x) {
-        const uint32_t r = e / HO, c = e - r * HO;
-        s_d[e] = __ldg(a.dout + (size_t)(r0 + r) * HOs + c);
-    }
-    __syncthreads();
-    for (uint32_t j0 = threadIdx.x; j0 < H; j0 += step) {
-        if (j0 != threadIdx.x)
-            dx_loads<ROWS, COLS>(a, j0, r0, nrows, 0, hb, w, true);
-        float acc[COLS][ROWS];
-#pragma unroll
-        for (int c = 0; c < COLS; c++)
-#pragma unroll
-            for (int r = 0; r < ROWS; r++)
-                acc[c][r] = 0.0f;
-        for (uint32_t k0 = 0; k0 < HO; k0 += FUSED_DX_CHUNK) {
-            if (k0 > 0)
-                dx_loads<ROWS, COLS>(a, j0, r0, nrows, k0, hb, w, false);
-#pragma unroll
-            for (int k = 0; k < FUSED_DX_CHUNK; k++) {
-                if (k0 + k >= HO)
-                    break;
-#pragma unroll
-                for (int r = 0; r < ROWS; r++) {
-                    const float d = s_d[r * HO + k0 + k];
-#pragma unroll
-                    for (int c = 0; c < COLS; c++)
-                        acc[c][r] = fmaf(d, w[c][k], acc[c][r]);
-                }
-            }
-        }
-#pragma unroll
-        for (int c = 0; c < COLS; c++) {
-            const uint32_t j = j0 + c * blockDim.x;
-            if (j >= H)
-                break;
-            float colsum = 0.0f;
-#pragma unroll
-            for (int r = 0; r < ROWS; r++) {
-                if ((uint32_t)r < nrows) {
-                    const float v = hb[c][r] > 0.0f ? alpha * acc[c][r] : 0.0f;
-                    a.dz_below[(size_t)(r0 + r) * H + j] = v;
-                    colsum += v;
-                }
-            }
-            a.bpart[(size_t)blockIdx.x * H + j] = colsum;
         }
     }
 }
@@ -448,6 +291,8 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     if (HNC > 0) /* the head-dx kernel, now that the heads are done (above) */
         fhd_pdl_trigger();
     double s_loss = 0.0, s_abs = 0.0, s_q = 0.0, s_cql = 0.0;
+    double s_ent = 0.0, s_qd = 0.0; /* the diversity term's entropies, q_delta's |differences| */
+    const bool qd = a.detailed && !sel_is_tgt; /* q_delta: double DQN's online(s') only */
     const float *on = staged ? s_on + r * HOp : a.head_on + (size_t)i * HOs;
     const float *sel = staged ? s_sel + r * HOp : a.head_sel + (size_t)i * HOs;
     const float *tg = staged ? s_tgt + r * HOp : a.head_tgt + (size_t)i * HOs;
@@ -455,7 +300,11 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     if (row) { /* fhd__td_target's terms: each branch's target value at its argmax */
         for (uint32_t d = j; d < D; d += DT) {
             const float ms = branch_mean(sel, a, d), mt = branch_mean(tg, a, d);
-            s_tq[r * D + d] = q_of(tg, a, d, branch_argmax(sel, a, d, ms), mt);
+            const uint32_t best = branch_argmax(sel, a, d, ms);
+            const float qt = q_of(tg, a, d, best, mt);
+            s_tq[r * D + d] = qt;
+            if (qd) /* |Q_online(s', a*) - Q_target(s', a*)| (cpu_metrics.c) */
+                s_qd += fabs((double)q_of(sel, a, d, best, ms) - (double)qt);
         }
         if (j == 0 && !per_w) { /* host importance weights, or 1 */
             s_w[r] = r_w;
@@ -520,6 +369,10 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
                 for (uint32_t k = 0; k < K; k++)
                     go[base + o + k] = k == at ? g_taken : 0.0f;
             }
+            if (a.div_coef > 0.0) /* the action-diversity term, after CQL as on the CPU */
+                s_ent += fhd_diversity_branch(
+                    K, a.div_inv_t, a.div_g, [&](uint32_t k) { return q_of(on, a, d, k, mon); },
+                    [&](uint32_t k, float v) { go[base + o + k] += v; });
             if (a.dueling) { /* fhd__head_combine_backward of this branch (in place) */
                 float *gd = go + 1 + o;
                 const float sg = sum_in_order(gd, K);
@@ -537,21 +390,33 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
             a.td_row[i] = sum_in_order(s_ad + r * D, D) / (float)D;
     }
     /* per-block statistics. With every row thread in warp 0 (ROWS x DT <= 32, as in every
-     * preset) that warp's butterfly is the block's sum: the other warps hold zeros. */
-    double sums[4] = {s_loss, s_abs, s_q, s_cql};
+     * preset) that warp's butterfly is the block's sum: the other warps hold zeros. The
+     * entropy and q_delta sums only where asked for (stat_extra). */
+    double sums[4] = {s_loss, s_abs, s_q, s_cql}, more[4] = {s_ent, s_qd, 0.0, 0.0};
     if (ROWS * DT <= 32) {
         __syncthreads(); /* the row writes above, for the copy-out below */
-        if (threadIdx.x < 32)
+        if (threadIdx.x < 32) {
             fhd_warp_sum4_d(sums);
+            if (a.stat_extra) {
+                more[0] = fhd_warp_sum_d(more[0]);
+                more[1] = fhd_warp_sum_d(more[1]);
+            }
+        }
     } else {
         fhd_block_sum4_d(sums, red); /* its barriers order the row writes too */
+        if (a.stat_extra)
+            fhd_block_sum4_d(more, red);
     }
     if (threadIdx.x == 0) {
-        double *sp = a.statpart + (size_t)blockIdx.x * 4;
+        double *sp = a.statpart + (size_t)blockIdx.x * FHD_LOSS_NSTAT;
         sp[0] = sums[0];
         sp[1] = sums[1];
         sp[2] = sums[2];
         sp[3] = sums[3];
+        if (a.stat_extra) {
+            sp[4] = more[0];
+            sp[5] = more[1];
+        }
     }
     /* d(head outputs): out to global (staged), and the block's column sums in row order */
     if (staged) { /* the barriers above ordered the row writes */
@@ -576,93 +441,6 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     }
     /* a small head's dx and the ReLU backward below it: fhd_head_dx_kernel, next */
     /* the statistics' sums over the blocks: fhd_priority_update_kernel, off the critical path */
-}
-
-/* The loss of the update from the loss blocks' partials (red: the four statistics' sums, by
- * warps 0-3, in block order: every block that calls it gets the same bits). */
-static __device__ __forceinline__ float loss_sums(const fhd__loss_args &a, double *red) {
-    const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (warp < 4) {
-        const double sum = fhd_warp_sum_strided(a.statpart + warp, a.loss_blocks, 4);
-        if (lane == 0)
-            red[warp] = sum;
-    }
-    __syncthreads();
-    const double n = (double)a.B * a.D;
-    return (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
-}
-
-/* On a branch of its own beside the backward pass, after the loss kernel. Block 0: the loss
- * statistics, one warp each, over the loss blocks' partials in block order (deterministic), and
- * Adam's scalars for the fused optimiser (its two double pow were on the optimiser's path). The
- * blocks after it: the new priorities (fhd__prio_from_td of the rows' mean |td|: its
- * fhd__det_pow is off the critical path here) into the tree, one thread per batch row (the next
- * update's sampling is the first reader of the tree). Done here rather than by the loss kernel's
- * last block, the fence and counter of that pattern stay off the critical path. */
-__global__ void __launch_bounds__(PRIO_THREADS)
-    fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
-    static_assert(PRIO_THREADS >= 4 * 32, "a warp per statistic");
-    __shared__ double red[4];
-    if (blockIdx.x == 0) {
-        const uint64_t u = a.st->updates;
-        const uint64_t n_s = fhd__dev_sample_counter(a.st);
-        const float loss = loss_sums(a, red);
-        if (threadIdx.x == 0) {
-            const double n = (double)a.B * a.D;
-            /* pending: the optimiser publishes them where it applies the update (guard.cuh) */
-            fhd__dev_scalars *st = a.st;
-            st->pend_loss = loss;
-            st->pend_td_abs_mean = (float)(red[1] / n);
-            st->pend_q_mean = (float)(red[2] / n);
-            st->pend_beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, n_s) : 0.0f;
-            /* the optimiser raises a counter after this kernel: updates, or skipped */
-            a.st->sample_ahead = n_s + 1;
-        } else if (threadIdx.x == 32 && a.adam_step) {
-            fhd_adam_scalars(a.lr, a.beta1, a.beta2, u + 1, a.adam_step, a.adam_bc2_sqrt);
-        }
-        return;
-    }
-    if (!a.prioritized)
-        return;
-    const uint32_t i = (blockIdx.x - 1) * PRIO_THREADS + threadIdx.x;
-    const bool valid = i < a.B;
-    const uint64_t p = valid ? fhd__prio_from_td(a.td_row[i], a.per_alpha, a.per_eps) : 0;
-    if (a.prio_stage) { /* the guard: staged for fhd_priority_commit_kernel */
-        if (valid)
-            a.prio_stage[i] = p;
-        return;
-    }
-    /* no guard: a non-finite loss (a diverged update, which the optimiser skips) writes no
-     * priority; every block computes block 0's loss, so all or none of them write */
-    const float loss = loss_sums(a, red);
-    if (!(loss - loss == 0.0f))
-        return;
-    update_priorities(a, i, valid, p);
-}
-
-/* The guard's priority commit (prio_stage set), after the optimiser decided: the staged
- * priorities into the tree and the running maximum where the update was applied, nothing where
- * it was skipped. One thread per batch row, as the priority update's rows. */
-__global__ void __launch_bounds__(PRIO_THREADS)
-    fhd_priority_commit_kernel(const __grid_constant__ fhd__loss_args a) {
-    if (*a.guard_skip) /* uniform over the grid: no lane leaves a warp's shuffles alone */
-        return;
-    const uint32_t i = blockIdx.x * PRIO_THREADS + threadIdx.x;
-    const bool valid = i < a.B;
-    update_priorities(a, i, valid, valid ? a.prio_stage[i] : 0);
-}
-
-cudaError_t fhd__cuda_priority_commit(const fhd__loss_args *a, cudaStream_t stream) {
-    const uint64_t g = fhd_cdiv(a->B, PRIO_THREADS);
-    fhd_priority_commit_kernel<<<(unsigned)(g < 2 ? 2 : g), PRIO_THREADS, 0, stream>>>(*a);
-    return cudaGetLastError();
-}
-
-cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {
-    /* block 0, then the rows' blocks (one empty block without PER: never a one-block grid) */
-    const uint64_t g = 1 + (a->prioritized ? fhd_cdiv(a->B, PRIO_THREADS) : 1);
-    fhd_priority_update_kernel<<<(unsigned)g, PRIO_THREADS, 0, stream>>>(*a);
-    return cudaGetLastError();
 }
 
 uint32_t fhd__cuda_td_loss_rows(uint32_t B) {
@@ -692,17 +470,6 @@ static loss_fn loss_kernel(uint32_t rows, uint32_t nc) {
     default:
         return fhd_td_loss_kernel<8, 0>;
     }
-}
-
-static const void *dx_kernel(uint32_t rows) {
-    return rows == 8 ? (const void *)fhd_head_dx_kernel<8> : (const void *)fhd_head_dx_kernel<32>;
-}
-
-/* Let kernel k take bytes of dynamic shared memory: above the default 48 KiB it has to opt in. */
-static cudaError_t allow_dynamic_smem(const void *k, uint64_t bytes) {
-    if (bytes <= 48u * 1024u)
-        return cudaSuccess;
-    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
 }
 
 cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
@@ -746,31 +513,11 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     }
     if (a->head_nc) /* staged (the tiles fit, since W_head does), then W_head */
         bytes = wsm_off * sizeof(float) + wsm;
-    e = allow_dynamic_smem((const void *)loss_kernel(rows, a->head_nc), bytes);
+    e = fhd_allow_dynamic_smem((const void *)loss_kernel(rows, a->head_nc), bytes);
     if (e != cudaSuccess)
         return e;
     a->smem_bytes = (uint32_t)bytes;
-    a->dx_smem_bytes = 0;
-    a->dx_pdl = 0;
-    if (a->fuse_dx) { /* its dout rows: a quarter of the staged tiles, which fit */
-        const uint64_t dxb = (uint64_t)rows * a->HO * sizeof(float);
-        e = allow_dynamic_smem(dx_kernel(rows), dxb);
-        if (e != cudaSuccess)
-            return e;
-        a->dx_smem_bytes = (uint32_t)dxb;
-        a->dx_pdl = fhd_pdl_allowed(dx_kernel(rows));
-    }
-    return cudaSuccess;
-}
-
-cudaError_t fhd__cuda_head_dx(const fhd__loss_args *a, cudaStream_t stream) {
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg =
-        fhd_pdl_config(dim3(fhd__cuda_td_loss_grid(a->B)), dim3(FHD_LOSS_THREADS),
-                       a->dx_smem_bytes, stream, a->dx_pdl, &attr);
-    if (fhd__cuda_td_loss_rows(a->B) == 8)
-        return cudaLaunchKernelEx(&cfg, fhd_head_dx_kernel<8>, *a);
-    return cudaLaunchKernelEx(&cfg, fhd_head_dx_kernel<32>, *a);
+    return fhd__cuda_head_dx_setup(a); /* head_dx.cu */
 }
 
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
@@ -789,11 +536,6 @@ cudaError_t fhd__cuda_td_loss_preload(void) {
     for (uint32_t nc = 0; nc <= FHD_NARROW_MAX_OUT && e == cudaSuccess; nc += 8)
         e = cudaFuncGetAttributes(&fa, (const void *)loss_kernel(8, nc));
     if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&fa, dx_kernel(8));
-    if (e == cudaSuccess)
-        e = cudaFuncGetAttributes(&fa, dx_kernel(32));
-    if (e != cudaSuccess)
-        return e;
-    e = cudaFuncGetAttributes(&fa, (const void *)fhd_priority_commit_kernel);
-    return e != cudaSuccess ? e : cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel);
+        e = fhd__cuda_head_dx_preload();
+    return e != cudaSuccess ? e : fhd__cuda_priority_preload();
 }

@@ -1,10 +1,14 @@
 /* td_loss.cuh - the fused loss kernel and the priority update (host-includable declarations).
  * Fuses (plugin/cpu/cpu_ops.h):
  *   fhd__cuda_td_loss   [fhd__linear_forward of both heads (head_nc)], fhd__head_combine (x3),
- *                       fhd__td_target, the PER weight, fhd__td_loss, fhd__head_combine_backward
- *                       and the head's db partials of fhd__linear_backward
+ *                       fhd__td_target, the PER weight, fhd__td_loss, fhd__diversity_term
+ *                       (cpu_diversity.c; kernels/diversity.cuh), q_delta's sum (cpu_metrics.c),
+ *                       fhd__head_combine_backward and the head's db partials of
+ *                       fhd__linear_backward (td_loss.cu)
  *   fhd__cuda_head_dx   the head's dx of fhd__linear_backward + fhd__relu_backward below it
- *   priority update     the new priorities of cpu_backend.c's update (not a cpu_ops.h op)
+ *                       (head_dx.cu)
+ *   priority update     the new priorities of cpu_backend.c's update (not a cpu_ops.h op;
+ *                       td_priority.cu)
  *
  * Loss kernel: each block takes fhd__cuda_td_loss_rows(B) consecutive batch rows (8 for small
  * batches, so that the work spreads over more SMs; 32 above FHD_LOSS_SMALL_BATCH). When the three
@@ -17,6 +21,7 @@
  *   fhd__head_combine (dueling) of online(s), of the argmax source at s' and of target(s'),
  *   fhd__td_target (y), the importance weight w (PER: (q_min / q_i)^beta with fhd__det_pow,
  *   bit-identical to the CPU), fhd__td_loss (Huber/MSE + CQL, dL/dQ) and
+ *   the diversity term's gradient (after CQL's, as the CPU adds it) and
  *   fhd__head_combine_backward, producing d(head outputs) (B, HO) for the head GEMMs, and the
  *   mean |td| its sample's new priority comes from (prioritized replay). The PER importance
  *   weights are computed by the block's last warp while the others stage the tiles. With
@@ -76,7 +81,8 @@ typedef struct fhd__loss_args {
     float *y;      /* (B) */
     float *colpart;   /* (grid, HO) per-block column sums of dout: the head bias gradient's
                        * partials, summed by the optimiser's norm kernel */
-    double *statpart; /* (grid, 4) per-block loss, |td|, Q, CQL sums, summed in block order by
+    double *statpart; /* (grid, FHD_LOSS_NSTAT) per-block loss, |td|, Q, CQL sums, then (with
+                       * stat_extra) entropy and q_delta sums, summed in block order by
                        * fhd_priority_update_kernel */
     fhd__dev_scalars *st; /* reads updates (beta), max_q; writes the loss statistics */
     /* the training guard (config `guard`) with prioritized replay: prio_stage (B) takes the new
@@ -92,6 +98,12 @@ typedef struct fhd__loss_args {
     int dueling;
     int huber;
     float huber_delta, cql_alpha;
+    /* the action-diversity term (config diversity_coef > 0; div_coef 0: none): the loss gains
+     * -div_coef x the mean entropy, dL/dQ_d the gradient of kernels/diversity.cuh with
+     * div_g = coef / (B D T) and div_inv_t = 1 / T (coef and T as floats, as the CPU's) */
+    double div_coef, div_g, div_inv_t;
+    int detailed;   /* config detailed_metrics: q_delta's sum (with double DQN), else NaN */
+    int stat_extra; /* statpart's entropy and q_delta sums are written (either of the above) */
     uint32_t K[FHD_LOSS_MAX_BRANCHES], k_off[FHD_LOSS_MAX_BRANCHES];
     /* backward through the head and the ReLU below it, fused (when fhd__cuda_td_loss_setup
      * finds the head small enough; the dx GEMM and ReLU-backward kernel are skipped then):
@@ -129,6 +141,7 @@ typedef struct fhd__loss_args {
     uint32_t dx_smem_bytes;
 } fhd__loss_args;
 
+#define FHD_LOSS_NSTAT 6    /* statistics a loss block leaves in statpart */
 #define FHD_LOSS_THREADS 256 /* rows x branches for the row work; all for tiles, sums and dz */
 #define FHD_LOSS_SMALL_BATCH 4096 /* up to this batch, 8 rows per block (more blocks), else 32 */
 #define FHD_LOSS_FUSE_MAX 16384   /* largest HO x H whose dx is done inside the loss kernel */
@@ -148,6 +161,8 @@ cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream);
 /* fuse_dx: dz_below and its per-block column sums from the loss kernel's dout, right after it
  * on the same stream. */
 cudaError_t fhd__cuda_head_dx(const fhd__loss_args *a, cudaStream_t stream);
+/* Its shared memory and launch form for a (fuse_dx set), by fhd__cuda_td_loss_setup. */
+cudaError_t fhd__cuda_head_dx_setup(fhd__loss_args *a);
 /* The loss statistics from the loss blocks' partials and Adam's scalars for the optimiser after
  * it (block 0), and with prioritized replay (the blocks after it) the new
  * priorities (fhd__prio_from_td of td_row) into the tree (the last occurrence of a slot sets its
@@ -158,6 +173,10 @@ cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stre
  * where the optimiser's guard predicate (*a->guard_skip) says the update was skipped. */
 cudaError_t fhd__cuda_priority_commit(const fhd__loss_args *a, cudaStream_t stream);
 
+/* Load the kernels of td_loss.cu (and through it head_dx.cu's and td_priority.cu's) before a
+ * capture. */
 cudaError_t fhd__cuda_td_loss_preload(void);
+cudaError_t fhd__cuda_head_dx_preload(void);
+cudaError_t fhd__cuda_priority_preload(void);
 
 #endif

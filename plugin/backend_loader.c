@@ -62,8 +62,7 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
 }
 
 /* What of the config the CUDA module cannot run yet (spectral norm on conv layers, bf16 GEMMs
- * with a conv torso, pruning, the diversity term and detailed_metrics are CPU-only for now), or
- * NULL, with the JSON path.
+ * with a conv torso and pruning are CPU-only for now), or NULL, with the JSON path.
  * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
  * failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
@@ -81,14 +80,6 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
     if (c->prune_sparsity > 0.0) {
         *path = "$.prune_sparsity";
         return "magnitude pruning (prune_sparsity > 0)";
-    }
-    if (c->diversity_coef > 0) {
-        *path = "$.diversity_coef";
-        return "the action-diversity term (diversity_coef > 0)";
-    }
-    if (c->detailed_metrics) {
-        *path = "$.detailed_metrics";
-        return "detailed_metrics (per-layer and per-branch norms, q_delta)";
     }
     return NULL;
 }

@@ -150,7 +150,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->d_stage, (size_t)b->stage_rows * (2 * stage_obs + D + 2) * f, MEM_DEVICE,
              G_ACT);
     /* small state, scratch, workspaces */
-    plan_add(p, &b->st, sizeof(fhd__dev_scalars), MEM_DEVICE, G_WORK);
+    plan_add(p, &b->st, sizeof(fhd__dev_record), MEM_DEVICE, G_WORK); /* scalars, detail */
     plan_add(p, &b->sn_sigma, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
     plan_add(p, &b->sn_inv, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
     plan_add(p, &b->sn_norms, 2 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
@@ -166,7 +166,9 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->part_min, fhd__cuda_sample_grid(b->B) * 8, MEM_DEVICE, G_WORK);
     const uint64_t lg = fhd__cuda_td_loss_grid(b->B);
     plan_add(p, &b->colpart, lg * HO * f, MEM_DEVICE, G_WORK);
-    plan_add(p, &b->statpart, lg * 4 * 8, MEM_DEVICE, G_WORK);
+    plan_add(p, &b->statpart, lg * FHD_LOSS_NSTAT * 8, MEM_DEVICE, G_WORK);
+    /* detailed_metrics: W_head's action rows' sums and a counter (kernels/metrics.cuh) */
+    plan_add(p, &b->det_rows, b->cfg.detailed_metrics ? (KT * 2 + 1) * 8 : 0, MEM_DEVICE, G_WORK);
     /* bias-gradient partials of the torso layers: ReLU-backward chunks, or loss blocks for the
      * layer below the head when the loss kernel does its dx */
     uint64_t bias_total = 0;
@@ -204,7 +206,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->h_batch, b->gbatch_bytes, MEM_PINNED, 0);
     plan_add(p, &b->h_tdy, (B * D + B) * f, MEM_PINNED, 0);
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
-        plan_add(p, &b->h_snap[i], sizeof(fhd__dev_scalars), MEM_PINNED, 0);
+        plan_add(p, &b->h_snap[i], sizeof(fhd__dev_record), MEM_PINNED, 0);
 }
 
 static int32_t oom_message(fhd__backend *b, const alloc_plan *p, const char *what, size_t bytes) {

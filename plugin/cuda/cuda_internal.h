@@ -32,6 +32,7 @@ extern "C" {
 #include "bf16.cuh"
 #include "conv.cuh"
 #include "device_state.cuh"
+#include "metrics.cuh"
 #include "optim.cuh"
 #include "replay.cuh"
 #include "sample.cuh"
@@ -320,7 +321,9 @@ struct fhd__backend {
     float *r_obs, *r_next, *r_ret, *r_disc; /* (N, S), (N, S), (N), (N) */
     int32_t *r_act;           /* (N, D) */
     uint64_t *nodes;          /* (2 leaves) sum tree (prioritized) */
-    fhd__dev_scalars *st;
+    fhd__dev_scalars *st;     /* the record's scalars; its detail follows (fhd__dev_record) */
+    double *det_rows;         /* detailed_metrics' (KT, 2) W_head row sums, then the row-norm
+                               * kernel's counter (kernels/metrics.cuh) */
     /* spectral norm */
     float *sn_sigma, *sn_inv; /* (3 * FHD_MAX_HIDDEN_LAYERS): online, target, eval slots */
     float *sn_norms;          /* (2 * FHD_MAX_HIDDEN_LAYERS) */
@@ -365,6 +368,7 @@ struct fhd__backend {
     uint64_t snap_seq[FHD_CUDA_SNAPSHOTS], snap_counter, snap_last_seq;
     int snap_next, snap_newest;
     fhd__dev_scalars snap_last;
+    fhd__dev_detail_slot snap_detail; /* detailed_metrics: snap_last's update's slot */
     /* the executed update rate: timing events before and after each train call's launches (a
      * ring; a call that finds its slot still pending goes untimed), summed once completed */
     cudaEvent_t ev_rate[FHD_CUDA_SNAPSHOTS][2];
@@ -386,6 +390,7 @@ struct fhd__backend {
     fhd__sn_args a_sn1, a_sn2, a_sn_eval;
     fhd__loss_args a_loss_train, a_loss_batch;
     fhd__opt_args a_opt;
+    fhd__detail_args a_detail; /* detailed_metrics' row norms (cuda_divmetrics.cpp) */
     /* the captured update, FHD_CUDA_GRAPHS variants (cuda_ext.h: FHD_CUDA_GRAPH_*) */
     cudaGraph_t graph[FHD_CUDA_GRAPHS];
     cudaGraphExec_t gexec[FHD_CUDA_GRAPHS];
@@ -458,6 +463,11 @@ int32_t fhd__cuda_bf16_record_act(fhd__backend *b, uint32_t rows, cudaStream_t s
 int32_t fhd__cuda_bf16_relu_backward(fhd__backend *b, uint32_t l, const float *dx2, cudaStream_t s);
 /* cuda_setup.cpp */
 int32_t fhd__cuda_prepare_kernels(fhd__backend *b);
+/* cuda_divmetrics.cpp: the diversity term's and detailed_metrics' kernel arguments, after the
+ * loss and optimiser arguments are prepared (before the capture); the latter's values of the
+ * snapshot into out (backend.h's fhd__update_stats) */
+int32_t fhd__cuda_divmetrics_prepare(fhd__backend *b);
+void fhd__cuda_divmetrics_stats(const fhd__backend *b, fhd__update_stats *out);
 /* cuda_act.cpp */
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy);

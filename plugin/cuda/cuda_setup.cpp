@@ -437,5 +437,6 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
     fhd__autotune_end(b);
     b->planning = 0;
     FHD_TRY(rc);
-    return prepare_head_in_loss(b);
+    FHD_TRY(prepare_head_in_loss(b));
+    return fhd__cuda_divmetrics_prepare(b);
 }

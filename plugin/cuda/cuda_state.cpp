@@ -293,6 +293,9 @@ int32_t fhd__cuda_latest_stats(fhd__backend *b, fhd__update_stats *out) {
     out->skip_update = b->snap_last.skip_update;
     out->skip_loss = b->snap_last.skip_loss;
     out->skip_grad_norm = b->snap_last.skip_grad_norm;
+    out->entropy = b->snap_last.entropy;
+    out->q_delta = b->snap_last.q_delta;
+    fhd__cuda_divmetrics_stats(b, out); /* detailed_metrics' norms, of the same update */
     return FHD_OK;
 }
 

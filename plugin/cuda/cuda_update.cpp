@@ -20,7 +20,8 @@
  *       head-dx kernel, on sm_90 the loss kernel's programmatic dependent; the branches below
  *       fork before it
  *   s2  the loss statistics' block sums and (prioritized) the new priorities into the sum
- *       tree, then the head's dW GEMM (with split GEMMs, below: on s4, beside them)
+ *       tree, then the head's dW GEMM (with split GEMMs, below: on s4, beside them) and with
+ *       detailed_metrics after it the head's row norms (kernels/metrics.cuh)
  *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
  *   s3  a small dx GEMM's second half of K beside the first (split_dx), added by the ReLU
  *       backward
@@ -133,6 +134,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, cudaStreamWaitEvent(s_hd, b->ev_loss, 0));
     }
     FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[L], s_hd, b->ws_prio));
+    if (b->cfg.detailed_metrics) /* the head's row norms from its gradient (+1 node) */
+        FHD_CK(b, fhd__cuda_detail_rows(&b->a_detail, s_hd));
     FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
     if (b->plan.hdw_side)
         FHD_CK(b, cudaEventRecord(b->ev_hdw, s_hd));
@@ -347,8 +350,9 @@ int32_t fhd__cuda_snapshot(fhd__backend *b) {
     }
     if (k == b->snap_next)
         b->snap_next = (b->snap_next + 1) % FHD_CUDA_SNAPSHOTS;
-    FHD_CK(b, cudaMemcpyAsync(b->h_snap[k], b->st, sizeof(fhd__dev_scalars),
-                              cudaMemcpyDeviceToHost, b->s_main));
+    /* the record's scalars, and with detailed_metrics its detail after them */
+    const size_t bytes = b->cfg.detailed_metrics ? sizeof(fhd__dev_record) : sizeof(fhd__dev_scalars);
+    FHD_CK(b, cudaMemcpyAsync(b->h_snap[k], b->st, bytes, cudaMemcpyDeviceToHost, b->s_main));
     FHD_CK(b, cudaEventRecord(b->ev_snaps[k], b->s_main));
     b->snap_seq[k] = ++b->snap_counter;
     b->snap_newest = k;
@@ -372,6 +376,9 @@ int32_t fhd__cuda_poll_snapshots(fhd__backend *b) {
     }
     if (best >= 0) {
         b->snap_last = *b->h_snap[best];
+        if (b->cfg.detailed_metrics)
+            b->snap_detail = ((const fhd__dev_record *)(const void *)b->h_snap[best])
+                                 ->detail[b->snap_last.stats_update & 1];
         b->snap_last_seq = b->snap_seq[best];
         b->max_q = b->snap_last.max_q;
     }

@@ -287,20 +287,31 @@ static void test_minor1_against_minor0(const fhd_api_v1 *api) {
               strstr(m, "spectral norm on conv layers") && strstr(m, "cpu-only"),
           "auto + conv + spectral norm falls back to cpu and says so: %.300s", m);
     api->destroy(L);
-    /* so are the diversity term and detailed_metrics: refused by name on "cuda" */
-    const char *const cpu_only[2][2] = {
-        {"{\"obs_dim\": 3, \"actions\": [3], \"backend\": \"cuda\", \"diversity_coef\": 0.1}",
-         "$.diversity_coef"},
-        {"{\"obs_dim\": 3, \"actions\": [3], \"backend\": \"cuda\", \"detailed_metrics\": true}",
-         "$.detailed_metrics"}};
+    /* the diversity term and detailed_metrics run on both backends: "cuda" is never refused
+     * at their paths (it is created where a device is, else refused at $.backend), and "auto"
+     * never falls back for them */
+    const char *const both[2][3] = {
+        {"{\"obs_dim\": 3, \"actions\": [3], \"backend\": \"%s\", \"diversity_coef\": 0.1}",
+         "diversity", "\"diversity_entropy\":null"},
+        {"{\"obs_dim\": 3, \"actions\": [3], \"backend\": \"%s\", \"detailed_metrics\": true}",
+         "detailed_metrics", "\"q_delta\":null"}};
     for (int i = 0; i < 2; i++) {
+        char js[256];
+        snprintf(js, sizeof js, both[i][0], "cuda");
         fhd_error e2 = FHD_ERROR_INIT;
         L = NULL;
-        CHECK(api->init(cpu_only[i][0], strlen(cpu_only[i][0]), &L, &e2) ==
-                      FHD_ERR_BACKEND_UNAVAILABLE &&
-                  L == NULL && strcmp(e2.path, cpu_only[i][1]) == 0 &&
-                  strstr(e2.message, "cpu backend only"),
-              "cuda + %s: %s %s", cpu_only[i][1], e2.path, e2.message);
+        const int32_t rc = api->init(js, strlen(js), &L, &e2);
+        CHECK(rc == FHD_OK ||
+                  (rc == FHD_ERR_BACKEND_UNAVAILABLE && L == NULL &&
+                   strcmp(e2.path, "$.backend") == 0 && !strstr(e2.message, both[i][1])),
+              "cuda + %s: not refused for it (%d %s %s)", both[i][1], rc, e2.path, e2.message);
+        api->destroy(L);
+        snprintf(js, sizeof js, both[i][0], "auto");
+        L = fhd_test_create(api, js);
+        CHECK(api->metrics(L, m, sizeof m, &need) == FHD_OK && strstr(m, both[i][2]) &&
+                  !strstr(m, "does not support"),
+              "auto + %s: no fallback for it: %.300s", both[i][1], m);
+        api->destroy(L);
     }
 }
 
