@@ -459,8 +459,10 @@ static size_t nodes_of(fhd_learner *L, int v, int *prune_nodes, int *one, cudaGr
     *gout = g;
     size_t n = 0;
     *prune_nodes = *one = 0;
-    if (!g || cudaGraphGetNodes(g, NULL, &n) != cudaSuccess)
+    if (!g || cudaGraphGetNodes(g, NULL, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
         return 0;
+    }
     cudaGraphNode_t *all = (cudaGraphNode_t *)malloc(sizeof(cudaGraphNode_t) * (n ? n : 1));
     cudaGraphGetNodes(g, all, &n);
     for (size_t i = 0; i < n; i++) {
@@ -472,8 +474,12 @@ static size_t nodes_of(fhd_learner *L, int v, int *prune_nodes, int *one, cudaGr
         memset(&kp, 0, sizeof kp);
         const char *fn = NULL;
         if (cudaGraphKernelNodeGetParams(all[i], &kp) != cudaSuccess ||
-            cudaFuncGetName(&fn, kp.func) != cudaSuccess || !fn)
+            cudaFuncGetName(&fn, kp.func) != cudaSuccess || !fn) {
+            /* a library kernel (cuBLASLt) has no runtime name: keep the last-error slot clean,
+             * which the backend's next launch check reads */
+            (void)cudaGetLastError();
             continue;
+        }
         if (strstr(fn, "prune_")) {
             (*prune_nodes)++;
             *one += kp.gridDim.x * kp.gridDim.y * kp.gridDim.z == 1;
