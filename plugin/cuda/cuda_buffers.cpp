@@ -109,10 +109,8 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->sn, 2 * lo->sn_size * f, MEM_DEVICE, G_PARAMS);
     if (b->plan.prune) { /* the masks (one network's layout) and the selection's scratch */
         plan_add(p, &b->mask, P * f, MEM_DEVICE, G_PARAMS);
-        plan_add(p, &b->prune_groups, lo->num_masks * sizeof(fhd__prune_group), MEM_DEVICE,
-                 G_WORK);
-        plan_add(p, &b->prune_hist, (size_t)lo->num_masks * FHD_PRUNE_BINS * 4, MEM_DEVICE,
-                 G_WORK);
+        plan_add(p, &b->prune_groups, lo->num_masks * sizeof(fhd__prune_group), MEM_DEVICE, G_WORK);
+        plan_add(p, &b->prune_hist, (size_t)lo->num_masks * FHD_PRUNE_BINS * 4, MEM_DEVICE, G_WORK);
         plan_add(p, &b->prune_done, 4, MEM_DEVICE, G_WORK);
     }
     /* activations and batch */

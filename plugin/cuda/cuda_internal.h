@@ -344,7 +344,7 @@ struct fhd__backend {
     fhd__sn_args a_sn1, a_sn2, a_sn_eval;
     fhd__loss_args a_loss_train, a_loss_batch;
     fhd__opt_args a_opt;
-    fhd__prune_args a_prune;  /* pruning (plan.prune): masks and selection (cuda_prune.cpp) */
+    fhd__prune_args a_prune; /* pruning (plan.prune): masks and selection (cuda_prune.cpp) */
     /* the captured update, FHD_CUDA_GRAPHS variants (cuda_ext.h: FHD_CUDA_GRAPH_*) */
     cudaGraph_t graph[FHD_CUDA_GRAPHS];
     cudaGraphExec_t gexec[FHD_CUDA_GRAPHS];

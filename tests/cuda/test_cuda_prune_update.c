@@ -37,13 +37,15 @@
 #include <unistd.h>
 
 #define MLP(dueling)                                                                               \
-    "\"obs_dim\": 12, \"actions\": [6], \"hidden\": [64, 48], \"dueling\": " dueling ", "           \
+    "\"obs_dim\": 12, \"actions\": [6], \"hidden\": [64, 48], \"dueling\": " dueling ", "          \
     "\"double_dqn\": true, \"batch_size\": 64, \"replay_capacity\": 512, \"replay\": "             \
-    "\"uniform\", \"num_envs\": 4, \"seed\": 7, \"max_grad_norm\": 1.0, \"learning_starts\": 0, " \
+    "\"uniform\", \"num_envs\": 4, \"seed\": 7, \"max_grad_norm\": 1.0, \"learning_starts\": 0, "  \
     "\"target_update_interval\": 10, \"prune_sparsity\": 0.8"
 #define BASE MLP("true")
-#define EXACT_SCHEDULE ", \"lr\": 1e-30, \"prune_start\": 3, \"prune_end\": 15, \"prune_frequency\": 3"
-#define REAL_SCHEDULE ", \"lr\": 0.001, \"prune_start\": 10, \"prune_end\": 90, \"prune_frequency\": 10"
+#define EXACT_SCHEDULE                                                                             \
+    ", \"lr\": 1e-30, \"prune_start\": 3, \"prune_end\": 15, \"prune_frequency\": 3"
+#define REAL_SCHEDULE                                                                              \
+    ", \"lr\": 0.001, \"prune_start\": 10, \"prune_end\": 90, \"prune_frequency\": 10"
 
 static char jbuf[2][2048];
 
@@ -119,8 +121,8 @@ static int invariants(fhd_learner *L, int grad_too, const char *what) {
             bad++;
         else if (!in[i] && mask[i] != 1.0f)
             bad++;
-        else if (mask[i] == 0.0f && (w[i] != 0.0f || m[i] != 0.0f || v[i] != 0.0f ||
-                                     (grad_too && g[i] != 0.0f)))
+        else if (mask[i] == 0.0f &&
+                 (w[i] != 0.0f || m[i] != 0.0f || v[i] != 0.0f || (grad_too && g[i] != 0.0f)))
             bad++;
     }
     if (bad)
@@ -332,7 +334,8 @@ static void parity_variant(const char *name, const char *base, const char *extra
         const uint64_t sw = mask_swaps(Lc, Lg, &explained);
         swaps += sw;
         explained_all &= explained;
-        float *mc = ct_read_floats(Lc, FHD_STATE_MASK, P), *mg = ct_read_floats(Lg, FHD_STATE_MASK, P);
+        float *mc = ct_read_floats(Lc, FHD_STATE_MASK, P),
+              *mg = ct_read_floats(Lg, FHD_STATE_MASK, P);
         counts &= counts_as_schedule(Lc, mc, t) && counts_as_schedule(Lg, mg, t);
         free(mc);
         free(mg);
@@ -347,7 +350,8 @@ static void parity_variant(const char *name, const char *base, const char *extra
         }
     }
     double mx, e = 0.0;
-    float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P), *b = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
+    float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P),
+          *b = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
     e = ct_relerr(a, b, 2 * P, &mx);
     worst = e > worst ? e : worst;
     free(a);
@@ -382,8 +386,8 @@ static void checkpoints(void) {
     ct_check(fhd__learner_train(Lc, 40, NULL) == FHD_OK, "ckpt: cpu trains 40 updates");
     ct_check(fhd__checkpoint_save(Lc, pa, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "ckpt: cpu save (%s)",
              Lc->err);
-    ct_check(fhd__checkpoint_load(Lg, pa, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "ckpt: cuda load (%s)",
-             Lg->err);
+    ct_check(fhd__checkpoint_load(Lg, pa, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK,
+             "ckpt: cuda load (%s)", Lg->err);
     float *m0 = ct_read_floats(Lc, FHD_STATE_MASK, P);
     ct_check(same_floats(Lc, Lg, FHD_STATE_MASK, P, NULL) &&
                  same_floats(Lc, Lg, FHD_STATE_PARAMS, 2 * P, NULL) &&
@@ -406,7 +410,8 @@ static void checkpoints(void) {
              "ckpt: 9 updates on both (41..49: no pruning update)");
     {
         double mx;
-        float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P), *b = ct_read_floats(Lr, FHD_STATE_PARAMS, 2 * P);
+        float *a = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P),
+              *b = ct_read_floats(Lr, FHD_STATE_PARAMS, 2 * P);
         const double e = ct_relerr(a, b, 2 * P, &mx);
         ct_check(e <= 1e-4 && same_floats(Lr, Lg, FHD_STATE_MASK, P, NULL),
                  "ckpt: after the load cuda stays within rel %.2e of the cpu, masks unchanged", e);
@@ -417,7 +422,8 @@ static void checkpoints(void) {
                  fhd__learner_train(Lg, 11, NULL) == FHD_OK,
              "ckpt: 11 more on both (pruning updates 50 and 60)");
     {
-        float *mc = ct_read_floats(Lr, FHD_STATE_MASK, P), *mg = ct_read_floats(Lg, FHD_STATE_MASK, P);
+        float *mc = ct_read_floats(Lr, FHD_STATE_MASK, P),
+              *mg = ct_read_floats(Lg, FHD_STATE_MASK, P);
         int explained;
         const uint64_t sw = mask_swaps(Lr, Lg, &explained);
         ct_check(counts_as_schedule(Lr, mc, 60) && counts_as_schedule(Lg, mg, 60) &&
@@ -427,8 +433,8 @@ static void checkpoints(void) {
         free(mc);
         free(mg);
     }
-    ct_check(fhd__checkpoint_save(Lg, pb, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "ckpt: cuda save (%s)",
-             Lg->err);
+    ct_check(fhd__checkpoint_save(Lg, pb, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK,
+             "ckpt: cuda save (%s)", Lg->err);
     fhd_learner *Lb = ct_create(cfg_of(0, "cpu", BASE, ex), NULL);
     ct_check(fhd__checkpoint_load(Lb, pb, FHD_CKPT_INCLUDE_REPLAY) == FHD_OK, "ckpt: cpu load (%s)",
              Lb->err);
@@ -449,7 +455,7 @@ static void checkpoints(void) {
     fhd__learner_destroy(Lb);
 }
 
-/* ---- 4. the graph ----------------------------------------------------------------------------- */
+/* ---- 4. the graph ---------------------------------------------------------------------------- */
 
 /* Nodes of capture v (0: not captured); *prune_nodes / *one: kernel nodes of prune.cu, and those
  * with a 1x1x1 grid. */
@@ -497,7 +503,8 @@ static void graph(const char *name, const char *base) {
     snprintf(plain, sizeof plain, "%s", base);
     char *p = strstr(plain, ", \"prune_sparsity\": 0.8");
     if (p)
-        memmove(p, p + strlen(", \"prune_sparsity\": 0.8"), strlen(p + strlen(", \"prune_sparsity\": 0.8")) + 1);
+        memmove(p, p + strlen(", \"prune_sparsity\": 0.8"),
+                strlen(p + strlen(", \"prune_sparsity\": 0.8")) + 1);
     fhd_learner *La = ct_create_cuda(cfg_of(0, "cuda", plain, ""));
     cudaGraph_t gs[FHD_CUDA_GRAPHS];
     size_t ns[FHD_CUDA_GRAPHS];
@@ -547,7 +554,7 @@ static void graph(const char *name, const char *base) {
     fhd__learner_destroy(La);
 }
 
-/* ---- 5. the guard ------------------------------------------------------------------------------ */
+/* ---- 5. the guard ---------------------------------------------------------------------------- */
 
 static int32_t host_batch(fhd_learner *L, float ret1, uint64_t seed) {
     const uint32_t B = L->cfg.batch_size, S = L->lo.S, D = L->lo.D;
@@ -584,8 +591,9 @@ static int32_t host_batch(fhd_learner *L, float ret1, uint64_t seed) {
 }
 
 static void guard(void) {
-    const char *ex = ", \"lr\": 1e-30, \"prune_start\": 2, \"prune_end\": 8, \"prune_frequency\": 1, "
-                     "\"prune_scope\": \"all\", \"loss\": \"mse\", \"guard\": {\"max_loss\": 1e20}";
+    const char *ex =
+        ", \"lr\": 1e-30, \"prune_start\": 2, \"prune_end\": 8, \"prune_frequency\": 1, "
+        "\"prune_scope\": \"all\", \"loss\": \"mse\", \"guard\": {\"max_loss\": 1e20}";
     fhd_learner *Lc, *Lg;
     pair(BASE, ex, &Lc, &Lg);
     const uint64_t P = Lc->lo.num_params;
@@ -596,7 +604,8 @@ static void guard(void) {
     uint64_t applied = 0;
     for (int k = 1; k <= 10; k++) {
         const float r = k == 3 || k == 5 ? 1e30f : 0.5f;
-        ct_check(host_batch(Lc, r, (uint64_t)k) == FHD_OK && host_batch(Lg, r, (uint64_t)k) == FHD_OK,
+        ct_check(host_batch(Lc, r, (uint64_t)k) == FHD_OK &&
+                     host_batch(Lg, r, (uint64_t)k) == FHD_OK,
                  "guard: train_batch %d", k);
         applied += r < 1.0f;
         masks &= same_floats(Lc, Lg, FHD_STATE_MASK, P, NULL) &&
@@ -618,23 +627,23 @@ static void guard(void) {
 }
 
 #define CONV_BASE                                                                                  \
-    "\"obs_shape\": [3, 11, 11], \"conv\": [{\"out\": 8, \"kernel\": 3, \"stride\": 2}, "           \
+    "\"obs_shape\": [3, 11, 11], \"conv\": [{\"out\": 8, \"kernel\": 3, \"stride\": 2}, "          \
     "{\"out\": 12, \"kernel\": 3, \"stride\": 1, \"padding\": 1}], \"hidden\": [32], "             \
-    "\"actions\": [4], \"dueling\": true, \"double_dqn\": true, \"batch_size\": 48, "             \
-    "\"replay_capacity\": 512, \"replay\": \"uniform\", \"num_envs\": 4, \"seed\": 5, "           \
-    "\"max_grad_norm\": 1.0, \"learning_starts\": 0, \"target_update_interval\": 10, "            \
+    "\"actions\": [4], \"dueling\": true, \"double_dqn\": true, \"batch_size\": 48, "              \
+    "\"replay_capacity\": 512, \"replay\": \"uniform\", \"num_envs\": 4, \"seed\": 5, "            \
+    "\"max_grad_norm\": 1.0, \"learning_starts\": 0, \"target_update_interval\": 10, "             \
     "\"prune_sparsity\": 0.8"
 /* layer 0's dW as the ReLU backward's partials (two hidden layers, batch 256: fuse_dw0) and as
  * two halves of the batch (one hidden layer, batch 128: split_dw0) */
 #define FUSE_BASE                                                                                  \
     "\"obs_dim\": 16, \"actions\": [5], \"hidden\": [128, 64], \"dueling\": true, "                \
     "\"double_dqn\": true, \"batch_size\": 256, \"replay_capacity\": 1024, \"replay\": "           \
-    "\"uniform\", \"num_envs\": 8, \"seed\": 9, \"max_grad_norm\": 1.0, \"learning_starts\": 0, " \
+    "\"uniform\", \"num_envs\": 8, \"seed\": 9, \"max_grad_norm\": 1.0, \"learning_starts\": 0, "  \
     "\"target_update_interval\": 10, \"prune_sparsity\": 0.8"
 #define SPLIT_BASE                                                                                 \
-    "\"obs_dim\": 16, \"actions\": [5], \"hidden\": [128], \"dueling\": false, "                  \
+    "\"obs_dim\": 16, \"actions\": [5], \"hidden\": [128], \"dueling\": false, "                   \
     "\"double_dqn\": false, \"batch_size\": 128, \"replay_capacity\": 1024, \"replay\": "          \
-    "\"uniform\", \"num_envs\": 8, \"seed\": 9, \"max_grad_norm\": 1.0, \"learning_starts\": 0, " \
+    "\"uniform\", \"num_envs\": 8, \"seed\": 9, \"max_grad_norm\": 1.0, \"learning_starts\": 0, "  \
     "\"target_update_interval\": 10, \"prune_sparsity\": 0.8"
 
 /* The metrics' plan of a pruning learner of `base` holds `what` (the path a variant is for). */
@@ -656,8 +665,10 @@ int main(void) {
     plan_has("split config", SPLIT_BASE, "\"split_dw0\":true");
     plan_has("conv config", CONV_BASE, "\"prune\":true");
     exact_variant("exact per-tensor torso", BASE, "", 0);
-    exact_variant("exact global all", BASE, ", \"prune_global\": true, \"prune_scope\": \"all\"", 0);
-    exact_variant("exact per-tensor all, plain head", MLP("false"), ", \"prune_scope\": \"all\"", 0);
+    exact_variant("exact global all", BASE, ", \"prune_global\": true, \"prune_scope\": \"all\"",
+                  0);
+    exact_variant("exact per-tensor all, plain head", MLP("false"), ", \"prune_scope\": \"all\"",
+                  0);
     exact_variant("exact train(n) global", BASE, ", \"prune_global\": true", 1);
     exact_variant("exact fuse_dw0 all", FUSE_BASE, ", \"prune_scope\": \"all\"", 0);
     exact_variant("exact split_dw0 global", SPLIT_BASE, ", \"prune_global\": true", 1);
