@@ -5,7 +5,7 @@
 
 /* The schedule of plugin/prune.c, in uncontracted double operations (bitwise the host's). */
 static __device__ bool prune_at(const fhd__prune_args &a, uint64_t t, double *s) {
-    if (t < a.start || t > a.end || (t - a.start) % a.frequency != 0)
+    if (t < a.start || t > a.end || (t - a.start) % a.frequency != 0 || (a.skip && *a.skip))
         return false;
     const uint64_t span = a.end - a.start;
     const double r = span ? __dsub_rn(1.0, __ddiv_rn((double)(t - a.start), (double)span)) : 0.0;
@@ -142,15 +142,26 @@ __global__ void __launch_bounds__(FHD_PRUNE_THREADS) prune_apply_kernel(const fh
         a.groups[g] = fhd__prune_group{0, 0, 0, 0}; /* the next selection starts from scratch */
 }
 
+/* extra: the segments' further gradient parts too (fhd__cuda_prune_mask_grad) */
 __global__ void __launch_bounds__(FHD_PRUNE_THREADS)
-    prune_mask_kernel(const fhd__prune_args a, float *x) {
+    prune_mask_kernel(const fhd__prune_args a, float *x, bool extra) {
     const fhd__prune_seg &sg = a.seg[seg_of(a, blockIdx.x)];
     const uint64_t per = (sg.count + sg.nblocks - 1) / sg.nblocks;
     const uint64_t b0 = (uint64_t)(blockIdx.x - sg.block0) * per;
     const uint64_t b1 = b0 + per < sg.count ? b0 + per : sg.count;
+    const uint32_t nx = extra && sg.extra ? sg.nextra : 0u;
     for (uint64_t i = b0 + threadIdx.x; i < b1; i += blockDim.x)
-        if (__ldg(a.mask + sg.off + i) == 0.0f)
+        if (__ldg(a.mask + sg.off + i) == 0.0f) {
             x[sg.off + i] = 0.0f;
+            for (uint32_t q = 0; q < nx; q++)
+                sg.extra[(size_t)q * sg.count + i] = 0.0f;
+        }
+}
+
+__global__ void prune_fill_kernel(float *mask, uint64_t n) {
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (uint64_t)gridDim.x * blockDim.x)
+        mask[i] = 1.0f;
 }
 
 void fhd__cuda_prune_plan(fhd__prune_args *a) {
@@ -172,6 +183,30 @@ cudaError_t fhd__cuda_prune_select(const fhd__prune_args *a, cudaStream_t stream
 }
 
 cudaError_t fhd__cuda_prune_mask(const fhd__prune_args *a, float *x, cudaStream_t stream) {
-    prune_mask_kernel<<<a->nblocks, FHD_PRUNE_THREADS, 0, stream>>>(*a, x);
+    prune_mask_kernel<<<a->nblocks, FHD_PRUNE_THREADS, 0, stream>>>(*a, x, false);
     return cudaGetLastError();
+}
+
+cudaError_t fhd__cuda_prune_mask_grad(const fhd__prune_args *a, float *grad, cudaStream_t stream) {
+    prune_mask_kernel<<<a->nblocks, FHD_PRUNE_THREADS, 0, stream>>>(*a, grad, true);
+    return cudaGetLastError();
+}
+
+cudaError_t fhd__cuda_prune_fill_ones(float *mask, uint64_t n, cudaStream_t stream) {
+    const uint64_t blocks = (n + FHD_PRUNE_CHUNK - 1) / FHD_PRUNE_CHUNK;
+    const unsigned int grid = blocks < 2 ? 2u : (blocks > 65535 ? 65535u : (unsigned int)blocks);
+    prune_fill_kernel<<<grid, FHD_PRUNE_THREADS, 0, stream>>>(mask, n);
+    return cudaGetLastError();
+}
+
+cudaError_t fhd__cuda_prune_preload(void) {
+    cudaFuncAttributes fa;
+    const void *k[] = {(const void *)prune_hist_kernel, (const void *)prune_apply_kernel,
+                       (const void *)prune_mask_kernel, (const void *)prune_fill_kernel};
+    for (const void *f : k) {
+        const cudaError_t e = cudaFuncGetAttributes(&fa, f);
+        if (e != cudaSuccess)
+            return e;
+    }
+    return cudaSuccess;
 }

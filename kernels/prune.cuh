@@ -3,7 +3,8 @@
  *
  * The selection runs after the optimiser of every update and does something only on pruning
  * updates: each kernel computes the schedule from the device counter (dev->updates, already
- * the update's number t), so the one captured graph serves every update.
+ * the update's number t) and the guard's decision (a skipped update leaves the counter at
+ * t - 1 and prunes nothing), so the one captured graph serves every update.
  *
  * Keys: key = (|w| bits (31) << 32) | flat offset, 63 bits, unique, ordered as the rule's
  * (|w|, index). A radix select finds, per group, the k-th smallest key T in FHD_PRUNE_PASSES
@@ -35,6 +36,9 @@ typedef struct fhd__prune_seg {
     uint64_t count;           /* elements */
     uint32_t group;           /* 0 with prune_global, else the segment's own index */
     uint32_t block0, nblocks; /* the blocks of every kernel's grid that cover it (>= 2) */
+    uint32_t nextra;          /* further parts of its gradient (0: none) */
+    float *extra;             /* (nextra, count): those parts (fhd__opt_segment.extra, which the
+                               * optimiser's norm pass adds into the gradient), or NULL */
 } fhd__prune_seg;
 
 /* Per group, device scratch (zero at allocation; the apply kernel's last block zeroes it). */
@@ -53,6 +57,9 @@ typedef struct fhd__prune_args {
     fhd__prune_seg seg[FHD_PRUNE_MAX_SEGS];
     float *W, *adam_m, *adam_v, *mask; /* online parameters, moments, masks (P, one layout) */
     const fhd__dev_scalars *dev;       /* dev->updates = t */
+    const int32_t *skip;               /* the training guard's decision for this update
+                                        * (fhd__clip_info.skip): a skipped update selects
+                                        * nothing, as on the CPU; NULL: never skipped */
     fhd__prune_group *groups;          /* (ngroups) scratch */
     uint32_t *hist;                    /* (ngroups, FHD_PRUNE_BINS) scratch, zero */
     unsigned int *counter;             /* last-block-done counter, zero */
@@ -68,5 +75,15 @@ cudaError_t fhd__cuda_prune_select(const fhd__prune_args *a, cudaStream_t stream
 /* x = 0 where mask = 0 over the segments (a gradient, or the weights after a write); every
  * update, no predicate. Grid a->nblocks. */
 cudaError_t fhd__cuda_prune_mask(const fhd__prune_args *a, float *x, cudaStream_t stream);
+
+/* The gradient of the update masked: grad (P) as fhd__cuda_prune_mask, and each segment's
+ * further parts (seg.extra) with it, so that their sum in the optimiser is masked too. */
+cudaError_t fhd__cuda_prune_mask_grad(const fhd__prune_args *a, float *grad, cudaStream_t stream);
+
+/* mask[0, n) = 1: nothing pruned (the masks' initial value). Not for a capture. */
+cudaError_t fhd__cuda_prune_fill_ones(float *mask, uint64_t n, cudaStream_t stream);
+
+/* Load this file's kernels (lazy module loading must not happen inside a graph capture). */
+cudaError_t fhd__cuda_prune_preload(void);
 
 #endif

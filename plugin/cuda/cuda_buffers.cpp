@@ -31,7 +31,7 @@ static const char *const group_names[G_COUNT] = {"replay ring", "sum tree",
                                                  "activations and batch", "workspaces and scratch"};
 
 struct fhd__alloc_list {
-    alloc_item items[160];
+    alloc_item items[192];
     int n;
     size_t dev[G_COUNT];
     size_t pinned;
@@ -40,7 +40,8 @@ typedef fhd__alloc_list alloc_plan;
 
 static void plan_add(alloc_plan *p, void *ptr, size_t bytes, int kind, int group) {
     if (p->n == (int)(sizeof p->items / sizeof p->items[0]))
-        return; /* cannot happen: 160 > the most items plan_buffers adds (about 110) */
+        return; /* cannot happen: 192 > the most items plan_buffers adds (160: 8 conv and 8
+                 * hidden layers, the frame replay, every split and transposition, pruning) */
     alloc_item *it = &p->items[p->n++];
     it->ptr = (void **)ptr;
     it->bytes = bytes ? bytes : 16;
@@ -106,6 +107,12 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->adam_m, P * f, MEM_DEVICE, G_PARAMS);
     plan_add(p, &b->adam_v, P * f, MEM_DEVICE, G_PARAMS);
     plan_add(p, &b->sn, 2 * lo->sn_size * f, MEM_DEVICE, G_PARAMS);
+    if (b->plan.prune) { /* the masks (one network's layout) and the selection's scratch */
+        plan_add(p, &b->mask, P * f, MEM_DEVICE, G_PARAMS);
+        plan_add(p, &b->prune_groups, lo->num_masks * sizeof(fhd__prune_group), MEM_DEVICE, G_WORK);
+        plan_add(p, &b->prune_hist, (size_t)lo->num_masks * FHD_PRUNE_BINS * 4, MEM_DEVICE, G_WORK);
+        plan_add(p, &b->prune_done, 4, MEM_DEVICE, G_WORK);
+    }
     /* activations and batch */
     for (uint32_t l = 0; l <= lo->L; l++) {
         const uint64_t w = l == lo->L ? b->HOs : lo->layers[l].out;

@@ -34,6 +34,7 @@ extern "C" {
 #include "device_state.cuh"
 #include "metrics.cuh"
 #include "optim.cuh"
+#include "prune.cuh"
 #include "replay.cuh"
 #include "sample.cuh"
 #include "spectral_norm.cuh"
@@ -290,6 +291,10 @@ struct fhd__backend {
     float *params;            /* (T + P): online [0, P), target [T, T + P) */
     float *grad, *adam_m, *adam_v; /* (P) */
     float *sn;                /* (2 sn_size): online u/v, then target */
+    float *mask;              /* (P) pruning masks, 1 kept, 0 pruned (plan.prune; else NULL) */
+    fhd__prune_group *prune_groups; /* (lo.num_masks) selection scratch (plan.prune) */
+    uint32_t *prune_hist;     /* (lo.num_masks, FHD_PRUNE_BINS) selection scratch */
+    unsigned int *prune_done; /* (1) the selection's last-block counter */
     /* forward activations */
     float *h[FHD_MAXL];       /* online: (rows_on, out_l); h[L] is the head output (rows_on, HOs) */
     float *tg_a, *tg_b;       /* (B, torso width: max H_l) target ping-pong */
@@ -391,6 +396,7 @@ struct fhd__backend {
     fhd__loss_args a_loss_train, a_loss_batch;
     fhd__opt_args a_opt;
     fhd__detail_args a_detail; /* detailed_metrics' row norms (cuda_divmetrics.cpp) */
+    fhd__prune_args a_prune; /* pruning (plan.prune): masks and selection (cuda_prune.cpp) */
     /* the captured update, FHD_CUDA_GRAPHS variants (cuda_ext.h: FHD_CUDA_GRAPH_*) */
     cudaGraph_t graph[FHD_CUDA_GRAPHS];
     cudaGraphExec_t gexec[FHD_CUDA_GRAPHS];
@@ -468,6 +474,14 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b);
  * snapshot into out (backend.h's fhd__update_stats) */
 int32_t fhd__cuda_divmetrics_prepare(fhd__backend *b);
 void fhd__cuda_divmetrics_stats(const fhd__backend *b, fhd__update_stats *out);
+/* cuda_prune.cpp (pruning; each does nothing without plan.prune): the selection's arguments,
+ * with the masks set to 1 and the scratch to 0 (after prepare_opt, before the capture); the
+ * update's gradient mask (before the optimiser) and selection (after it); after a write of
+ * the masks or of online parameters, the online weights masked again (synchronous). */
+int32_t fhd__cuda_prune_prepare(fhd__backend *b);
+int32_t fhd__cuda_prune_record_mask(fhd__backend *b, cudaStream_t s);
+int32_t fhd__cuda_prune_record_select(fhd__backend *b, cudaStream_t s);
+int32_t fhd__cuda_prune_after_write(fhd__backend *b, int kind, uint64_t offset);
 /* cuda_act.cpp */
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy);

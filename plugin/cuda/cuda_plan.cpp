@@ -64,6 +64,7 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     p->head_narrow_on = !p->bf16 && fhd__cuda_head_narrow(lo, rows_on);
     p->head_narrow_tg = !p->bf16 && fhd__cuda_head_narrow(lo, B);
     p->head_in_loss = lo->L >= 1 && p->head_narrow_on && p->head_narrow_tg;
+    p->prune = lo->num_masks > 0;
     p->use_aux = p->split_any;
     p->use_hdw = p->hdw_side || p->sample_ahead;
     p->autotune = cfg->autotune == FHD_TUNE_FULL   ? FHD_AUTOTUNE_FULL
@@ -179,7 +180,7 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
         : p->side_sample ? "beside_power_iteration"
                          : "in_update",
         tf(p->fork_sn1), p->hdw_side ? "own" : "after_priority_update");
-    put(&j, ",\"streams\":%d", 3 + p->use_aux + p->use_hdw);
+    put(&j, ",\"streams\":%d,\"prune\":%s", 3 + p->use_aux + p->use_hdw, tf(p->prune));
     if (p->conv_layers) /* the conv torso's form (docs/design.md, section 5) */
         put(&j, ",\"conv\":{\"layers\":%u,\"form\":\"im2col_gemm\",\"layout\":\"nhwc\","
                 "\"shared_input_im2col\":true}", p->conv_layers);

@@ -114,6 +114,11 @@ typedef struct fhd__cuda_plan {
      * them (the wish); the loss kernel's setup keeps it where its 8-row blocks, float4 rows and
      * both W_head fit FHD_LOSS_HEAD_SMEM (the plan then says 1). */
     int head_in_loss;
+    /* Gradual magnitude pruning (lo.num_masks > 0; cuda_prune.cpp): the gradient masked on
+     * s_main before the optimiser (one node) and the selection after it (FHD_PRUNE_PASSES + 1
+     * nodes, each returning at once off a pruning update). Nothing else of the plan depends on
+     * it. */
+    int prune;
     /* streams beyond s_main, s_side, s_prio: s_aux for split halves, s_hdw for the head's dW
      * and the sampling ahead (a stream is created only where a node goes on it) */
     int use_aux, use_hdw;

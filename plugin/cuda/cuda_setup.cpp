@@ -426,6 +426,7 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
     prepare_sample(b);
     FHD_TRY(prepare_loss(b));
     prepare_opt(b);
+    FHD_TRY(fhd__cuda_prune_prepare(b)); /* pruning (cuda_prune.cpp): after the optimiser's */
     /* the update's GEMMs, recorded in the plan and (autotune fast / full) timed */
     b->plan.ngemm = 0;
     b->planning = 1;

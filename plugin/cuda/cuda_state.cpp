@@ -25,6 +25,12 @@ static int32_t state_ptr(fhd__backend *b, int kind, uint64_t offset, uint64_t co
     case FHD_STATE_ADAM_M: base = b->adam_m; n = b->P; break;
     case FHD_STATE_ADAM_V: base = b->adam_v; n = b->P; break;
     case FHD_STATE_SN: base = b->sn; n = 2 * b->lo.sn_size; break;
+    case FHD_STATE_MASK:
+        if (!b->mask)
+            return fhd__cuda_failf(b, FHD_ERR_NOT_FOUND, "no pruning masks (prune_sparsity is 0)");
+        base = b->mask;
+        n = b->P;
+        break;
     case FHD_STATE_REPLAY_OBS: base = b->r_obs; n = N * b->lo.S; break;
     case FHD_STATE_REPLAY_NEXT_OBS: base = b->r_next; n = N * b->lo.S; break;
     case FHD_STATE_REPLAY_ACTIONS: base = b->r_act; n = N * b->lo.D; break;
@@ -235,11 +241,14 @@ int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
         return FHD_OK;
     if (kind == FHD_STATE_REPLAY_PRIORITY)
         return write_priorities(b, offset, count, (const uint64_t *)src);
-    if (kind == FHD_STATE_PARAMS)
-        return params_copy(b, offset, count, (float *)(uintptr_t)src, 1);
-    FHD_CK(b, cudaMemcpyAsync(p, src, count * fhd__state_elem_size(kind), cudaMemcpyHostToDevice,
-                              b->s_main));
-    return fhd__cuda_sync(b, b->s_main);
+    if (kind == FHD_STATE_PARAMS) {
+        FHD_TRY(params_copy(b, offset, count, (float *)(uintptr_t)src, 1));
+    } else {
+        FHD_CK(b, cudaMemcpyAsync(p, src, count * fhd__state_elem_size(kind),
+                                  cudaMemcpyHostToDevice, b->s_main));
+        FHD_TRY(fhd__cuda_sync(b, b->s_main));
+    }
+    return fhd__cuda_prune_after_write(b, kind, offset); /* online weights stay 0 where pruned */
 }
 
 int32_t fhd__cuda_get_scalars(fhd__backend *b, fhd__backend_scalars *o) {

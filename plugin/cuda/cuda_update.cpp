@@ -39,6 +39,8 @@
  * With bf16 GEMMs (cuda_bf16.cpp) the weights are converted first on s0, each network's layer-0
  * input before its forward, the head's output gradient right after the loss kernel, and the
  * ReLU backward writes bf16 dz.
+ *   s0  pruning on (cuda_prune.cpp): the gradient masked before the optimiser, the selection
+ *       after it (a no-op off pruning updates, decided on the device)
  * The update counter lives on the device and every kernel reads it, so the same graph serves
  * every update: sampling counter, beta, Adam step and target-update interval advance by
  * themselves.
@@ -211,6 +213,7 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_obs, sa));
         FHD_CK(b, cudaEventRecord(b->ev_ahead, sa));
     }
+    FHD_TRY(fhd__cuda_prune_record_mask(b, s0)); /* pruning: the gradient masked (+1 node) */
     if (b->plan.opt_grid) {
         FHD_CK(b, fhd__cuda_opt_fused(&b->a_opt, b->plan.opt_grid, s0));
     } else {
@@ -219,6 +222,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     }
     if (la->prio_stage) /* the guard with PER: the staged priorities unless skipped (+1 node) */
         FHD_CK(b, fhd__cuda_priority_commit(la, s0));
+    /* pruning: the selection after the target update (FHD_PRUNE_PASSES + 1 nodes) */
+    FHD_TRY(fhd__cuda_prune_record_select(b, s0));
     if (ahead)
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_ahead, 0));
     return FHD_OK;
