@@ -380,8 +380,9 @@ static void test_update(void) {
 }
 
 /* cuda prunes without spectral norm (so pruning alone is not refused: here the backend may
- * be missing, at $.backend); with spectral norm it refuses at $.prune_sparsity before any
- * module is loaded, and auto takes the cpu and says why. */
+ * be missing, at $.backend); with spectral norm it refuses at $.prune_sparsity, and with
+ * detailed_metrics at $.detailed_metrics, before any module is loaded; auto takes the cpu and
+ * says why. */
 static void test_cuda_refusal(void) {
     const char *plain = "{\"obs_dim\":3,\"actions\":[2],\"backend\":\"cuda\","
                         "\"prune_sparsity\":0.5}";
@@ -408,6 +409,13 @@ static void test_cuda_refusal(void) {
         fhd__learner_destroy(L);
         L = NULL;
     }
+    const char *dm = "{\"obs_dim\":3,\"actions\":[2],\"backend\":\"cuda\",\"prune_sparsity\":0.5,"
+                     "\"detailed_metrics\":true}";
+    fhd_error e3 = FHD_ERROR_INIT;
+    CHECK(fhd__learner_init(dm, strlen(dm), &L, &e3) == FHD_ERR_BACKEND_UNAVAILABLE &&
+              strcmp(e3.path, "$.detailed_metrics") == 0 && strstr(e3.message, "pruning mask"),
+          "cuda refuses detailed_metrics with pruning (%s: %s)", e3.path, e3.message);
+    fhd__learner_destroy(L);
     L = make("{\"obs_dim\":3,\"actions\":[2],\"backend\":\"auto\",\"prune_sparsity\":0.5,"
              "\"spectral_norm\":\"all\"}");
     CHECK(strcmp(L->ops->name, "cpu") == 0 && strstr(L->fallback_reason, "prun") != NULL,
