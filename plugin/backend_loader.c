@@ -62,7 +62,8 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
 }
 
 /* What of the config the CUDA module cannot run yet (spectral norm on conv layers, bf16 GEMMs
- * with a conv torso, pruning, the diversity term and detailed_metrics are CPU-only for now), or
+ * with a conv torso, pruning, the diversity term, detailed_metrics and distributed are CPU-only
+ * for now), or
  * NULL, with the JSON path.
  * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
  * failing. */
@@ -89,6 +90,10 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
     if (c->detailed_metrics) {
         *path = "$.detailed_metrics";
         return "detailed_metrics (per-layer and per-branch norms, q_delta)";
+    }
+    if (c->distributed.on) { /* NCCL there is separate work (docs/design.md section 10) */
+        *path = "$.distributed";
+        return "data-parallel training (distributed: the MPI all-reduce is the cpu backend's)";
     }
     return NULL;
 }
@@ -144,4 +149,7 @@ void fhd__unload_backend(fhd_learner *L) {
     if (L->module)
         dlclose(L->module);
     L->module = NULL;
+    if (L->mpi_module) /* RTLD_NODELETE: stays mapped for MPI_Finalize at exit */
+        dlclose(L->mpi_module);
+    L->mpi_module = NULL;
 }
