@@ -63,8 +63,7 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
 
 /* What of the config the CUDA module cannot run yet (spectral norm on conv layers, bf16 GEMMs
  * with a conv torso, pruning, the diversity term, detailed_metrics and distributed are CPU-only
- * for now), or
- * NULL, with the JSON path.
+ * for now), or NULL, with the JSON path.
  * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
  * failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
