@@ -327,7 +327,13 @@ typedef struct fhd_api_v1 {
      * On success *out receives a new handle owned by the caller (free it with destroy). On
      * failure *out is set to NULL, nothing is allocated, and `err` (may be NULL) receives the
      * code, the JSON path of the offending field (or line/column for syntax errors) and a
-     * message with the allowed range. [thread-safe: creates an independent learner] */
+     * message with the allowed range. [thread-safe: creates an independent learner]
+     * Config `distributed` (data-parallel over MPI, docs/design.md section 10): init and every
+     * update (train, train_batch, the training of step) are collective: each rank of the MPI
+     * job calls them alike, in the same order, from one thread; the rank and the world come
+     * from MPI (started by mpirun or by the host). A mismatch between the ranks (config, build)
+     * fails init on every rank; without the MPI module init fails with
+     * FHD_ERR_BACKEND_UNAVAILABLE. */
     int32_t (*init)(const char *config_json, size_t len, fhd_learner **out, fhd_error *err);
 
     /* Free a learner and everything it owns. NULL is a harmless no-op. The handle must not be

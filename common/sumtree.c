@@ -84,6 +84,11 @@ uint32_t fhd__sumtree_find(const fhd__sumtree *t, uint64_t target) {
 
 void fhd__sumtree_sample_stratified(const fhd__sumtree *t, uint32_t B, const uint64_t *r,
                                     uint32_t *idx) {
+    fhd__sumtree_sample_strata(t, B, B, 0, r, idx);
+}
+
+void fhd__sumtree_sample_strata(const fhd__sumtree *t, uint32_t B, uint32_t strata,
+                                uint32_t first, const uint64_t *r, uint32_t *idx) {
     uint64_t total = fhd__sumtree_total(t);
     uint32_t j;
     assert(total > 0);
@@ -101,7 +106,7 @@ void fhd__sumtree_sample_stratified(const fhd__sumtree *t, uint32_t B, const uin
     for (uint32_t j0 = 0; j0 < B; j0 += CHUNK) {
         const uint32_t n = B - j0 < CHUNK ? B - j0 : CHUNK;
         for (j = 0; j < n; ++j) {
-            tg[j] = fhd__stratum_target(total, B, j0 + j, r[j0 + j]);
+            tg[j] = fhd__stratum_target(total, strata, first + j0 + j, r[j0 + j]);
             node[j] = 1;
         }
         for (uint32_t w = t->leaves; w > 1; w >>= 1) {

@@ -108,6 +108,11 @@ uint32_t fhd__sumtree_find(const fhd__sumtree *t, uint64_t target);
  * (asserted; with asserts off an empty tree fills idx with 0). B == 0 does nothing. */
 void fhd__sumtree_sample_stratified(const fhd__sumtree *t, uint32_t B, const uint64_t *r,
                                     uint32_t *idx);
+/* B consecutive strata [first, first + B) of `strata` (first + B <= strata): idx[j] =
+ * find(fhd__stratum_target(total, strata, first + j, r[j])). A rank's share of one stratified
+ * draw of strata slots (docs/design.md section 10); stratified is (B, B, 0). */
+void fhd__sumtree_sample_strata(const fhd__sumtree *t, uint32_t B, uint32_t strata,
+                                uint32_t first, const uint64_t *r, uint32_t *idx);
 
 /* 0 if node 0 is 0, every leaf is <= FHD_PRIO_MAX_Q, leaves past capacity are 0 and every
  * internal node equals the sum of its children (without overflow); -1 otherwise. O(leaves). */

@@ -21,9 +21,10 @@
 #include "foxhunt_dqn.h"
 #include "layout.h"
 
-#define FHD_BACKEND_OPS_VERSION 2u
+#define FHD_BACKEND_OPS_VERSION 3u
 
 typedef struct fhd__backend fhd__backend; /* opaque, one per learner */
+struct fhd__comm;                         /* plugin/dist.h */
 
 /* A batch with every default resolved by the front (no NULL inputs). */
 typedef struct fhd__host_batch {
@@ -184,6 +185,13 @@ typedef struct fhd__backend_ops {
     int32_t (*replay_add_ids)(fhd__backend *b, uint32_t n, const uint64_t *obs_ids,
                               const int32_t *actions, const float *returns,
                               const uint64_t *next_ids, const float *disc);
+
+    /* (optional; NULL: no data-parallel training, config distributed is refused) Train with
+     * the ranks of `comm` (plugin/dist.h, which outlives the backend): each update's gradient
+     * is averaged over the ranks before clipping and Adam, each rank's batch is its share of
+     * one draw of world * batch_size, and every checksum_interval updates the parameters'
+     * checksums are compared (docs/design.md section 10). Called once, before any update. */
+    int32_t (*set_comm)(fhd__backend *b, const struct fhd__comm *comm);
 } fhd__backend_ops;
 
 /* The CPU reference backend (plugin/cpu). */

@@ -62,8 +62,8 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
 }
 
 /* What of the config the CUDA module cannot run yet (spectral norm on conv layers, bf16 GEMMs
- * with a conv torso, pruning with spectral norm, detailed_metrics with pruning are CPU-only for
- * now), or NULL, with the JSON path.
+ * with a conv torso, pruning with spectral norm, detailed_metrics with pruning and distributed
+ * are CPU-only for now), or NULL, with the JSON path.
  * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
  * failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
@@ -90,6 +90,10 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
         *path = "$.prune_sparsity";
         return "magnitude pruning with spectral norm (prune_sparsity > 0 with spectral_norm "
                "\"last\" or \"all\"; without spectral norm it runs there)";
+    }
+    if (c->distributed.on) { /* NCCL there is separate work (docs/design.md section 10) */
+        *path = "$.distributed";
+        return "data-parallel training (distributed: the MPI all-reduce is the cpu backend's)";
     }
     return NULL;
 }
@@ -145,4 +149,7 @@ void fhd__unload_backend(fhd_learner *L) {
     if (L->module)
         dlclose(L->module);
     L->module = NULL;
+    if (L->mpi_module) /* RTLD_NODELETE: stays mapped for MPI_Finalize at exit */
+        dlclose(L->mpi_module);
+    L->mpi_module = NULL;
 }

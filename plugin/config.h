@@ -47,6 +47,15 @@ typedef struct fhd__guard_spec {
     double max_grad_norm, max_loss;
 } fhd__guard_spec;
 
+/* Data-parallel training (config "distributed", docs/design.md section 10): on when the key is
+ * an object. The rank and the world come from the communication module (MPI); world_size, when
+ * given (else 0), is what every rank must find there. */
+typedef struct fhd__dist_spec {
+    int on;
+    uint32_t world_size;        /* ranks */
+    uint64_t checksum_interval; /* updates between the cross-rank parameter checksums */
+} fhd__dist_spec;
+
 /* Every key of manifest.json's config schema has one field here (same name). */
 typedef struct fhd__config {
     /* backend */
@@ -117,6 +126,9 @@ typedef struct fhd__config {
     /* exploration */
     double epsilon_start, epsilon_end;
     uint64_t epsilon_decay_steps; /* env steps */
+
+    /* scale-out */
+    fhd__dist_spec distributed;
 } fhd__config;
 
 /* Parse `json` (len bytes, need not be NUL-terminated) into `cfg`: the manifest's defaults,

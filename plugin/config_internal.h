@@ -26,7 +26,8 @@ typedef enum {
     ST_U32_ARRAY,
     ST_CONV_LIST, /* array of {out, kernel, stride[, padding]} objects (fhd__conv_spec) */
     ST_PATH,      /* a string without enum, max_length bytes at most (FHD_CONFIG_PATH_MAX) */
-    ST_GUARD      /* null or {max_grad_norm, max_loss} (fhd__guard_spec, config_guard.c) */
+    ST_GUARD,     /* null or {max_grad_norm, max_loss} (fhd__guard_spec, config_guard.c) */
+    ST_DIST       /* null or {world_size, checksum_interval} (fhd__dist_spec, config_dist.c) */
 } fhd__cfg_store_kind;
 
 /* S(key, storage) for scalars, A(key, count field, capacity) for arrays of uint32_t,
@@ -88,7 +89,8 @@ typedef enum {
     S(per_eps, ST_DOUBLE)                                                                          \
     S(epsilon_start, ST_DOUBLE)                                                                    \
     S(epsilon_end, ST_DOUBLE)                                                                      \
-    S(epsilon_decay_steps, ST_U64)
+    S(epsilon_decay_steps, ST_U64)                                                                 \
+    S(distributed, ST_DIST)
 
 typedef struct fhd__cfg_key_spec {
     const char *name;
@@ -124,6 +126,10 @@ extern const char *const fhd__cfg_conv_fields[FHD_CONV_FIELDS]; /* out, kernel, 
 #define FHD_GUARD_FIELDS 2
 extern const char *const fhd__cfg_guard_fields[FHD_GUARD_FIELDS]; /* max_grad_norm, max_loss */
 
+/* The fields of the distributed object, in that order. */
+#define FHD_DIST_FIELDS 2
+extern const char *const fhd__cfg_dist_fields[FHD_DIST_FIELDS]; /* world_size, checksum_interval */
+
 typedef struct fhd__cfg_key_schema {
     const json_t *def;     /* default value, or NULL for a required key */
     int required_unless;   /* required unless this key (index) is given, or -1 */
@@ -133,6 +139,8 @@ typedef struct fhd__cfg_key_schema {
     fhd__cfg_num_rule conv[FHD_CONV_FIELDS]; /* conv list: each field's bounds */
     const json_t *conv_def[FHD_CONV_FIELDS]; /* conv list: each field's default or NULL */
     fhd__cfg_num_rule guard[FHD_GUARD_FIELDS]; /* guard: each bound's rule */
+    fhd__cfg_num_rule dist[FHD_DIST_FIELDS];   /* distributed: each field's rule */
+    json_int_t dist_def[FHD_DIST_FIELDS];      /* distributed: each field's default (0: required) */
 } fhd__cfg_key_schema;
 
 typedef struct fhd__cfg_schema {
@@ -186,5 +194,13 @@ int32_t fhd__cfg_store_guard(const fhd__cfg_schema *s, size_t i, const json_t *v
                              fhd__config *cfg, fhd_error *err);
 int fhd__cfg_guard_equal(const fhd__guard_spec *a, const fhd__guard_spec *b);
 void fhd__cfg_guard_json(const fhd__guard_spec *g, char *buf, size_t cap);
+
+/* config_dist.c: the distributed key's schema entry, description, value, comparison and JSON. */
+int fhd__cfg_load_dist(const json_t *entry, fhd__cfg_key_schema *ks, char *msg, size_t cap);
+void fhd__cfg_describe_dist(const fhd__cfg_key_schema *ks, char *buf, size_t cap);
+int32_t fhd__cfg_store_dist(const fhd__cfg_schema *s, size_t i, const json_t *v, fhd__config *cfg,
+                            fhd_error *err);
+int fhd__cfg_dist_equal(const fhd__dist_spec *a, const fhd__dist_spec *b);
+void fhd__cfg_dist_json(const fhd__dist_spec *d, char *buf, size_t cap);
 
 #endif

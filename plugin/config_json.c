@@ -43,6 +43,8 @@ static int key_equal(const fhd__cfg_key_spec *k, const fhd__config *a, const fhd
         return strncmp(CFIELD(a, k, char), CFIELD(b, k, char), FHD_CONFIG_PATH_MAX) == 0;
     case ST_GUARD:
         return fhd__cfg_guard_equal(CFIELD(a, k, fhd__guard_spec), CFIELD(b, k, fhd__guard_spec));
+    case ST_DIST:
+        return fhd__cfg_dist_equal(CFIELD(a, k, fhd__dist_spec), CFIELD(b, k, fhd__dist_spec));
     }
     return 0;
 }
@@ -186,6 +188,12 @@ char *fhd__config_to_json(const fhd__config *cfg) {
             t.failed |= !(gs->max_grad_norm - gs->max_grad_norm == 0.0) ||
                         !(gs->max_loss - gs->max_loss == 0.0);
             fhd__cfg_guard_json(gs, g, sizeof g);
+            put(&t, "%s", g);
+            break;
+        }
+        case ST_DIST: {
+            char g[128];
+            fhd__cfg_dist_json(CFIELD(cfg, k, fhd__dist_spec), g, sizeof g);
             put(&t, "%s", g);
             break;
         }

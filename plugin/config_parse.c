@@ -298,6 +298,8 @@ static int32_t check_value(const fhd__cfg_schema *s, size_t i, const json_t *v, 
         return fhd__cfg_store_conv(s, i, v, cfg, err);
     case ST_GUARD:
         return fhd__cfg_store_guard(s, i, v, cfg, err);
+    case ST_DIST:
+        return fhd__cfg_store_dist(s, i, v, cfg, err);
     case ST_PATH: {
         fhd__cfg_describe_key(s, i, allowed, sizeof allowed);
         if (!json_is_string(v))

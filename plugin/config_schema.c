@@ -38,6 +38,7 @@ const char *const fhd__cfg_conv_fields[FHD_CONV_FIELDS] = {"out", "kernel", "str
 #define SIZE_ST_DOUBLE sizeof(double)
 #define SIZE_ST_PATH FHD_CONFIG_PATH_MAX
 #define SIZE_ST_GUARD sizeof(fhd__guard_spec)
+#define SIZE_ST_DIST sizeof(fhd__dist_spec)
 #define CHECK_S(n, k)                                                                              \
     _Static_assert(sizeof(((fhd__config *)0)->n) == SIZE_##k, "storage of config field " #n);
 #define CHECK_A(n, c, cap)                                                                         \
@@ -88,6 +89,7 @@ static const char *schema_type_of(fhd__cfg_store_kind kind) {
     case ST_CONV_LIST:
         return "array";
     case ST_GUARD:
+    case ST_DIST:
         return "object";
     }
     return "";
@@ -228,6 +230,10 @@ static int load_key(const json_t *entry, const fhd__cfg_key_spec *k, fhd__cfg_ke
     }
     case ST_GUARD:
         if (fhd__cfg_load_guard(entry, ks, msg, cap) != 0)
+            return -1;
+        break;
+    case ST_DIST:
+        if (fhd__cfg_load_dist(entry, ks, msg, cap) != 0)
             return -1;
         break;
     case ST_BOOL:
@@ -389,6 +395,9 @@ void fhd__cfg_describe_key(const fhd__cfg_schema *s, size_t i, char *buf, size_t
         return;
     case ST_GUARD:
         fhd__cfg_describe_guard(ks, buf, cap);
+        return;
+    case ST_DIST:
+        fhd__cfg_describe_dist(ks, buf, cap);
         return;
     case ST_CONV_LIST:
         snprintf(buf, cap,

@@ -192,10 +192,13 @@ int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_e
         memcpy(sn + L->lo.sn_size, sn, sizeof(float) * L->lo.sn_size);
     char msg[512] = {0};
     rc = L->ops->create(&L->cfg, &L->lo, params, sn, &L->be, msg, sizeof msg);
+    if (rc != FHD_OK)
+        fhd__error_set(err, rc, "", "init: %s", msg);
+    else /* every rank reaches here with its initial parameters (docs/design.md section 10) */
+        rc = fhd__dist_attach(L, params, 2 * P, err);
     free(params);
     free(sn);
     if (rc != FHD_OK) {
-        fhd__error_set(err, rc, "", "init: %s", msg);
         fhd__learner_destroy(L);
         return rc;
     }
@@ -230,8 +233,11 @@ static int32_t choose_actions(fhd_learner *L, uint32_t n, const unsigned char *o
         }
     }
     if (explore) {
+        /* distributed: rank r's rows are rows [r n, (r + 1) n) of one draw over the ranks, so
+         * ranks of one seed explore independently (docs/design.md section 10) */
+        const uint32_t row0 = L->comm.ops ? L->comm.rank * n : 0;
         for (uint32_t i = 0; i < n; i++) {
-            const uint32_t k0 = i * (D + 1);
+            const uint32_t k0 = (row0 + i) * (D + 1);
             fhd__u32x4 coin = fhd__rng_draw(L->cfg.seed, FHD_RNG_STREAM_EXPLORE, event, k0);
             if (fhd__rng_u01f(coin.v[0]) >= eps)
                 continue;

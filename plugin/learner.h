@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "dist.h"
 #include "error.h"
 #include "foxhunt_dqn.h"
 #include "layout.h"
@@ -20,6 +21,8 @@ struct fhd_learner {
     const fhd__backend_ops *ops;
     fhd__backend *be;
     void *module;              /* dlopen handle of the CUDA module, or NULL */
+    void *mpi_module;          /* dlopen handle of the MPI module (config distributed), or NULL */
+    fhd__comm comm;            /* config distributed: the ranks (dist.c); ops NULL otherwise */
     int backend_requested;     /* fhd__backend_kind from the config */
     char fallback_reason[512]; /* why "auto" chose the CPU, or "" */
 
@@ -99,6 +102,12 @@ float fhd__epsilon(const fhd__config *cfg, uint64_t env_steps);
 /* Backend selection (backend_loader.c). On success sets L->ops (and L->module). */
 int32_t fhd__select_backend(fhd_learner *L, fhd_error *err);
 void fhd__unload_backend(fhd_learner *L);
+
+/* dist.c: config distributed (else a no-op): load the MPI module, check that every rank has
+ * the same config, build and initial parameters (params: the n_params floats every rank
+ * initialised), give the backend the communicator. Collective: every rank calls it once, after
+ * the backend exists. */
+int32_t fhd__dist_attach(fhd_learner *L, const float *params, uint64_t n_params, fhd_error *err);
 
 /* learner_check.c: argument validation; each returns FHD_OK or the status it set with
  * fhd__fail. Row checks skip rows whose `valid` entry is 0 (valid may be NULL). */

@@ -7,9 +7,10 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 # Debian packages: toolchain, jansson, OpenBLAS, the Debian python with torch (parity tests
-# use /usr/bin/python3), gnuplot for learning curves, clang for the fuzzers.
+# use /usr/bin/python3), gnuplot for learning curves, clang for the fuzzers, Open MPI for the
+# MPI module and its tests (config distributed; the core library does not need it).
 DEB_PACKAGES="build-essential cmake pkg-config libjansson-dev libopenblas-dev python3 python3-numpy
-python3-torch python3-pip gnuplot-nox clang libclang-rt-14-dev"
+python3-torch python3-pip gnuplot-nox clang libclang-rt-14-dev libopenmpi-dev openmpi-bin"
 missing=""
 for p in $DEB_PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

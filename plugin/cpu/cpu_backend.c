@@ -98,8 +98,9 @@ static int32_t cpu_create(const fhd__config *cfg, const fhd__layout *lo, const f
     const uint64_t P = b->P, N = b->capacity;
     int ok = 1;
     b->params = (float *)xalloc(2 * P, sizeof(float), &ok);
-    b->grad = (float *)xalloc(P, sizeof(float), &ok);
-    b->grad_next = (float *)xalloc(P, sizeof(float), &ok);
+    /* + 1: the loss rides along in the all-reduce of distributed training (cpu_dist.c) */
+    b->grad = (float *)xalloc(P + 1, sizeof(float), &ok);
+    b->grad_next = (float *)xalloc(P + 1, sizeof(float), &ok);
     b->sn_prev = (float *)xalloc(lo->sn_size, sizeof(float), &ok);
     b->adam_m = (float *)xalloc(P, sizeof(float), &ok);
     b->adam_v = (float *)xalloc(P, sizeof(float), &ok);
@@ -295,18 +296,23 @@ static float beta_at(const fhd__config *c, uint64_t u) {
     return (float)(c->per_beta0 + (1.0 - c->per_beta0) * f);
 }
 
-/* Draw the batch of update `u` into the g_* buffers. */
+/* Draw the batch of update `u` into the g_* buffers. Distributed (docs/design.md section 10):
+ * rank r's batch is draws [r B, (r + 1) B) of one draw of world * B from its own replay (RNG
+ * counters and, prioritized, strata), so W ranks holding equal replays draw together what one
+ * rank draws at batch W B; the IS weights are normalised within each rank's share. */
 static float sample_batch(fhd__backend *b, uint64_t u) {
     const fhd__config *c = &b->cfg;
     const uint32_t B = b->B, D = b->lo.D;
+    const uint32_t first = b->comm ? b->comm->rank * B : 0;
+    const uint32_t draws = b->comm ? b->comm->world * B : B;
     const size_t ob = (size_t)b->ob;
     for (uint32_t j = 0; j < B; j++) {
-        fhd__u32x4 r = fhd__rng_draw(c->seed, FHD_RNG_STREAM_SAMPLE, u, j);
+        fhd__u32x4 r = fhd__rng_draw(c->seed, FHD_RNG_STREAM_SAMPLE, u, first + j);
         b->rand64[j] = ((uint64_t)r.v[0] << 32) | r.v[1];
     }
     float beta = 0.0f;
     if (c->replay == FHD_REPLAY_PRIORITIZED) {
-        fhd__sumtree_sample_stratified(&b->tree, B, b->rand64, b->idx);
+        fhd__sumtree_sample_strata(&b->tree, B, draws, first, b->rand64, b->idx);
         beta = beta_at(c, u);
         /* w_i = (N P(i))^-beta / max_j (N P(j))^-beta = (p_min / p_i)^beta */
         uint64_t qmin = UINT64_MAX;
@@ -562,9 +568,10 @@ const fhd__backend_ops fhd__cpu_backend_ops = {
     cpu_latest_stats,
     cpu_check_invariants,
     NULL, /* finish: the CPU backend is synchronous */
-    NULL, /* describe: nothing to add to the metrics */
+    fhd__cpu_describe, /* distributed: the ranks and the checksum (cpu_dist.c) */
     cpu_q_values_u8,
     cpu_replay_add_u8,
     fhd__cpu_frame_add,
     fhd__cpu_replay_add_ids,
+    fhd__cpu_set_comm,
 };

@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "cpu_ops.h"
+#include "dist.h"
 #include "sumtree.h"
 
 struct fhd__backend {
@@ -35,6 +36,11 @@ struct fhd__backend {
     int eval_sn_fresh; /* online W_sn (and w16) match the current W and u, v for act */
     uint64_t updates;
     uint64_t skipped; /* updates the training guard skipped (sampling counter: updates + skipped) */
+    /* config distributed (cpu_dist.c; else comm is NULL): the ranks, and the latest checksum
+     * comparison: its update, this rank's checksum, how many ranks' checksums differ */
+    const struct fhd__comm *comm;
+    uint64_t ck_update, ck_value;
+    uint32_t ck_differ;
 
     /* update scratch, B = batch_size rows */
     uint32_t B;
@@ -138,6 +144,16 @@ void fhd__cpu_net_forward(fhd__backend *b, int net, const void *rows, uint32_t n
  * FHD_ERR_DIVERGED (message in b->err) with nothing applied, or with a guard (config `guard`)
  * FHD__CPU_SKIPPED: the guard skipped it, nothing applied but the skip counters. */
 #define FHD__CPU_SKIPPED 1
+
+/* cpu_dist.c: config distributed (docs/design.md section 10). */
+/* The hook of the update: grad (P) and *loss become their means over the ranks (the sum of
+ * MPI_Allreduce divided by the world size). FHD_OK or FHD_ERR_INTERNAL (message in b->err). */
+int32_t fhd__cpu_dist_reduce(fhd__backend *b, float *grad, float *loss);
+/* After update `updates` when it is a multiple of checksum_interval: compare the parameters'
+ * checksums over the ranks (recorded for describe). */
+int32_t fhd__cpu_dist_checksum(fhd__backend *b);
+int32_t fhd__cpu_set_comm(fhd__backend *b, const struct fhd__comm *comm);
+int32_t fhd__cpu_describe(fhd__backend *b, char *buf, size_t cap);
 int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st,
                         float beta);
 

@@ -302,31 +302,46 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
     }
     float gnorm = NAN;
     const fhd__guard_spec *gd = &c->guard;
-    if (!isfinite(loss)) /* a finite loss over the guard's bound still gets its norm (as CUDA) */
+    /* a finite loss over the guard's bound still gets its norm (as CUDA); distributed, a
+     * non-finite loss still takes part in the all-reduce, as a NaN gradient every rank sees */
+    if (!isfinite(loss) && !b->comm)
         goto refuse;
-    /* backward: head, then linear torso layers from the top, then the convolutions */
-    float *dy = b->da, *dx = b->db;
-    fhd__head_combine_backward(dy, b->dq, lo, B);
-    for (int l = (int)lo->L; l >= 0; l--) {
-        const fhd__layer *ly = &lo->layers[l];
-        const float *x = l == 0 ? x0 : b->h[l - 1];
-        float *dxl = l > 0 ? dx : (lo->NC ? b->cda : NULL); /* d(conv output) (B, F) */
-        const fhd__gemm_mode m = layer_mode(b, 0, (uint32_t)l);
-        if (l < (int)lo->L)
-            fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
-        fhd__linear_backward(dxl, grad + ly->w_off, grad + ly->b_off, dy, x,
-                             layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out, &m);
-        if (ly->sn)
-            fhd__sn_weight_backward(grad + ly->w_off, b->params + ly->w_off, b->sn + ly->u_off,
-                                    b->sn + ly->v_off, b->sigma[l], ly->out, ly->in);
-        float *t = dy;
-        dy = dx;
-        dx = t;
+    if (isfinite(loss)) {
+        /* backward: head, then linear torso layers from the top, then the convolutions */
+        float *dy = b->da, *dx = b->db;
+        fhd__head_combine_backward(dy, b->dq, lo, B);
+        for (int l = (int)lo->L; l >= 0; l--) {
+            const fhd__layer *ly = &lo->layers[l];
+            const float *x = l == 0 ? x0 : b->h[l - 1];
+            float *dxl = l > 0 ? dx : (lo->NC ? b->cda : NULL); /* d(conv output) (B, F) */
+            const fhd__gemm_mode m = layer_mode(b, 0, (uint32_t)l);
+            if (l < (int)lo->L)
+                fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
+            fhd__linear_backward(dxl, grad + ly->w_off, grad + ly->b_off, dy, x,
+                                 layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out, &m);
+            if (ly->sn)
+                fhd__sn_weight_backward(grad + ly->w_off, b->params + ly->w_off, b->sn + ly->u_off,
+                                        b->sn + ly->v_off, b->sigma[l], ly->out, ly->in);
+            float *t = dy;
+            dy = dx;
+            dx = t;
+        }
+        if (lo->NC)
+            conv_backward(b, grad, rows, B);
+    } else {
+        for (uint64_t i = 0; i < b->P; i++)
+            grad[i] = NAN;
     }
-    if (lo->NC)
-        conv_backward(b, grad, rows, B);
     if (lo->num_masks) /* pruned weights get no gradient (torch.nn.utils.prune) */
         fhd__cpu_prune_apply(b, grad);
+    /* distributed: the one hook; from here on every rank holds the same gradient and loss, so
+     * they decide clipping, the guard and divergence alike (docs/design.md section 10) */
+    if (b->comm && fhd__cpu_dist_reduce(b, grad, &loss) != FHD_OK) {
+        if (lo->sn_size)
+            memcpy(b->sn, b->sn_prev, sizeof(float) * lo->sn_size);
+        b->eval_sn_fresh = 0;
+        return FHD_ERR_INTERNAL;
+    }
     if (c->detailed_metrics) /* before clipping and the update */
         fhd__cpu_detailed_metrics(b, grad, c->double_dqn ? sel : NULL, B, &b->pend);
     gnorm = fhd__clip_grad_norm(grad, b->P, (float)c->max_grad_norm);
@@ -351,6 +366,9 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
             memcpy(b->sn + lo->sn_size, b->sn, sizeof(float) * lo->sn_size);
     }
     fhd__cpu_prune_after_update(b);
+    if (b->comm && b->updates % c->distributed.checksum_interval == 0 &&
+        fhd__cpu_dist_checksum(b) != FHD_OK)
+        return FHD_ERR_INTERNAL;
     if (hb->td)
         memcpy(hb->td, b->td, sizeof(float) * B * lo->D);
     if (hb->y)

@@ -397,6 +397,7 @@ static const fhd__backend_ops cuda_ops = {
     op_replay_add_u8,
     op_frame_add,
     op_replay_add_ids,
+    nullptr, /* set_comm: distributed is refused before the module is asked (backend_loader.c) */
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *

@@ -245,7 +245,7 @@ static void run_valid_case(const char *dir, const char *name) {
     if (json1) {
         canon = json_loads(json1, 0, NULL);
         /* every key, except obs_dim when obs_shape gives it (the two are exclusive) */
-        size_t want = 56 - (cfg.num_obs_shape ? 1 : 0);
+        size_t want = 57 - (cfg.num_obs_shape ? 1 : 0);
         tc_check(json_is_object(canon) && json_object_size(canon) == want &&
                      (json_object_get(canon, "obs_dim") == NULL) == (cfg.num_obs_shape > 0),
                  "valid/%s: to_json is an object of all %zu keys", name, want);
@@ -338,7 +338,7 @@ static void contract_tests(void) {
 
     while (keys[nkeys])
         nkeys++;
-    tc_check(nkeys == 56, "fhd__config_keys lists 56 keys (%zu)", nkeys);
+    tc_check(nkeys == 57, "fhd__config_keys lists 57 keys (%zu)", nkeys);
 
     /* enum strings map onto the C enums of config.h */
     {

@@ -418,6 +418,36 @@ static void test_batch_duplicates(void) {
     free(q);
 }
 
+/* W shares [r B, (r + 1) B) of one draw of W B strata, each sampled on its own
+ * (fhd__sumtree_sample_strata, a rank's share in distributed training), equal the one draw. */
+static void test_strata_shares(void) {
+    enum { CAP = 1000, B = 24, W = 4 };
+    uint64_t rr[W * B];
+    uint32_t whole[W * B], part[W * B];
+    fhd__sumtree t;
+    test_rng r = {11};
+    uint32_t i, w, bad = 0, nonstrat = 0;
+    fhd__sumtree_init(&t, CAP);
+    for (i = 0; i < CAP; ++i)
+        fhd__sumtree_set(&t, i, 1 + rng_below(&r, 1000));
+    for (i = 0; i < W * B; ++i)
+        rr[i] = rng_next(&r);
+    fhd__sumtree_sample_stratified(&t, W * B, rr, whole);
+    for (w = 0; w < W; ++w)
+        fhd__sumtree_sample_strata(&t, B, W * B, w * B, rr + w * B, part + w * B);
+    for (i = 0; i < W * B; ++i)
+        bad += part[i] != whole[i];
+    /* and a share is not the share's own stratified draw of B */
+    fhd__sumtree_sample_stratified(&t, B, rr + B, part);
+    for (i = 0; i < B; ++i)
+        nonstrat += part[i] != whole[B + i];
+    check(bad == 0 && nonstrat > 0,
+          "%d shares of %d strata of one draw of %d: %u slots differ from the one draw; the "
+          "share's own draw of %d differs in %u",
+          W, B, W * B, bad, B, nonstrat);
+    fhd__sumtree_free(&t);
+}
+
 /* ---- 5. ring writer ------------------------------------------------------------------------- */
 
 static void test_ring(void) {
@@ -660,6 +690,7 @@ int main(void) {
     test_stratum_target();
     test_chi_square();
     test_batch_duplicates();
+    test_strata_shares();
     test_ring();
     test_extremes();
     test_rebuild();
