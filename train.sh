@@ -14,7 +14,7 @@ if [ -z "$CUDA" ]; then
   if nvidia-smi -L >/dev/null 2>&1; then CUDA=ON; else CUDA=OFF; fi
 fi
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFHD_BUILD_TESTS=OFF \
-  -DFHD_CUDA="$CUDA" >/dev/null
+  -DFHD_CUDA="$CUDA" -DFHD_MPI=OFF >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 if [ $# -eq 0 ]; then set -- --env CartPole-v1; fi
 # One OpenBLAS thread unless the caller chose otherwise: the control tasks' 64- and 128-wide
