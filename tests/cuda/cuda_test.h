@@ -183,6 +183,27 @@ static inline void ct_feed(fhd_learner **Ls, int nl, uint32_t E, uint32_t S, uin
     free(trunc);
 }
 
+/* The CPU learner's priorities and running maximum into the CUDA learner Lg, so that both
+ * sample the same batches next (exits on error). */
+static inline void ct_copy_priorities(fhd_learner *Lc, fhd_learner *Lg) {
+    const uint32_t N = Lc->cfg.replay_capacity;
+    uint64_t *pc = (uint64_t *)malloc(8 * (size_t)N);
+    ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, pc);
+    fhd__backend_scalars sc, sg;
+    if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, pc) != FHD_OK ||
+        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK ||
+        Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
+        printf("FAIL write priorities: %s\n", Lg->ops->error(Lg->be));
+        exit(1);
+    }
+    sg.max_priority_q = sc.max_priority_q;
+    if (Lg->ops->set_scalars(Lg->be, &sg) != FHD_OK) {
+        printf("FAIL set the running maximum: %s\n", Lg->ops->error(Lg->be));
+        exit(1);
+    }
+    free(pc);
+}
+
 static inline uint64_t ct_sync_count(fhd_learner *L) {
     uint64_t c = 0;
     ct_read(L, FHD_CUDA_STATE_SYNC_COUNT, 0, 1, &c);

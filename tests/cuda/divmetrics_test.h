@@ -122,27 +122,6 @@ static void check_json(const char *name, fhd_learner *L) {
     json_decref(m);
 }
 
-/* The CPU's priorities and running maximum into the CUDA learner (test_cuda_parity.c's scheme),
- * so that both sample the same batch next. */
-static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg) {
-    const uint32_t N = Lc->cfg.replay_capacity;
-    uint64_t *pc = (uint64_t *)malloc(8 * (size_t)N);
-    ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, pc);
-    fhd__backend_scalars sc, sg;
-    if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, pc) != FHD_OK ||
-        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK ||
-        Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
-        printf("FAIL write priorities: %s\n", Lg->ops->error(Lg->be));
-        exit(1);
-    }
-    sg.max_priority_q = sc.max_priority_q;
-    if (Lg->ops->set_scalars(Lg->be, &sg) != FHD_OK) {
-        printf("FAIL set the running maximum: %s\n", Lg->ops->error(Lg->be));
-        exit(1);
-    }
-    free(pc);
-}
-
 /* ||cuda - cpu|| / ||cpu|| of n elements of a state kind. */
 static double cmp_kind(fhd_learner *Lc, fhd_learner *Lg, int kind, uint64_t off, uint64_t n) {
     float *a = (float *)malloc(sizeof(float) * n), *b = (float *)malloc(sizeof(float) * n);

@@ -223,26 +223,6 @@ static void check_graph(const variant *v, fhd_learner *Lg) {
     free(nodes);
 }
 
-/* The CPU's priorities into the CUDA learner (and its running maximum), so that both sample the
- * same batches (test_cuda_parity.c's copy_priorities without its measure). */
-static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg, uint32_t N) {
-    uint64_t *pc = (uint64_t *)malloc(8 * (size_t)N);
-    ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, pc);
-    fhd__backend_scalars sc, sg;
-    if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, pc) != FHD_OK ||
-        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK ||
-        Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
-        printf("FAIL write priorities: %s\n", Lg->ops->error(Lg->be));
-        exit(1);
-    }
-    sg.max_priority_q = sc.max_priority_q;
-    if (Lg->ops->set_scalars(Lg->be, &sg) != FHD_OK) {
-        printf("FAIL set the running maximum: %s\n", Lg->ops->error(Lg->be));
-        exit(1);
-    }
-    free(pc);
-}
-
 static void check_stats(const variant *v, fhd_learner *Lc, fhd_learner *Lg, const char *when,
                         double tol) {
     float dummy;
@@ -369,7 +349,7 @@ static void run_variant(const variant *v) {
     check_graph(v, Lg);
     fhd_learner *all[3] = {Lc, Lg, Lf};
     feed(all, 3, v);
-    const uint32_t N = Lc->cfg.replay_capacity, B = Lc->cfg.batch_size;
+    const uint32_t B = Lc->cfg.batch_size;
     const uint64_t P = Lc->lo.num_params;
     uint32_t *ic = (uint32_t *)malloc(4 * (size_t)B), *ig = (uint32_t *)malloc(4 * (size_t)B);
     float *wc = (float *)malloc(4 * (size_t)B), *wg = (float *)malloc(4 * (size_t)B);
@@ -414,7 +394,7 @@ static void run_variant(const variant *v) {
             }
         }
         if (prioritized(v))
-            copy_priorities(Lc, Lg, N);
+            ct_copy_priorities(Lc, Lg);
     }
     ct_check(every_equal, "%s: indices and weights identical at every one of %d updates", v->name,
              v->updates);

@@ -219,7 +219,7 @@ static void run_variant(const variant *v) {
             ct_check(e <= 1e-4, "%s update 1: Adam m rel %.2e", v->name, e);
         }
         if (per)
-            copy_priorities(Lc, Lg);
+            ct_copy_priorities(Lc, Lg);
     }
     ct_check(same_batches, "%s: indices and weights identical at every one of 30 updates", v->name);
     double e = cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P);

@@ -312,26 +312,6 @@ static void check_inv(const char *name, const char *when, fhd_learner *L) {
              rc == FHD_OK ? "clean" : (msg[0] ? msg : L->ops->error(L->be)));
 }
 
-/* The CPU's priorities and running maximum into the CUDA learner (same batches next). */
-static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg) {
-    const uint32_t N = Lc->cfg.replay_capacity;
-    uint64_t *p = (uint64_t *)malloc(8 * N);
-    ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, p);
-    fhd__backend_scalars sc, sg;
-    if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, p) != FHD_OK ||
-        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK ||
-        Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
-        printf("FAIL write priorities: %s\n", Lg->ops->error(Lg->be));
-        exit(1);
-    }
-    sg.max_priority_q = sc.max_priority_q;
-    if (Lg->ops->set_scalars(Lg->be, &sg) != FHD_OK) {
-        printf("FAIL set the running maximum: %s\n", Lg->ops->error(Lg->be));
-        exit(1);
-    }
-    free(p);
-}
-
 static int feed(feeder *f, fhd_learner **Ls, int nl, int calls);
 
 /* n updates on both: identical indices and weights for each (first more calls of f while
@@ -376,7 +356,7 @@ static void train_both(feeder *f, const char *name, const char *when, fhd_learne
                 w_ok = 0;
             }
         if (per)
-            copy_priorities(Lc, Lg);
+            ct_copy_priorities(Lc, Lg);
     }
     ct_check(rc_ok, "%s %s: %d updates on both", name, when, n);
     ct_check(idx_ok, "%s %s: identical sampled indices", name, when);
