@@ -8,8 +8,10 @@
 #         tools/device_ab.sh --base-rev REV               (builds REV's module into .device/base)
 # There:  tools/device_ab.sh --run [--presets "B1 C0"] [--rounds 2] [--updates 100]
 #
-# --base-rev builds the module of a commit in a git worktree (/tmp/fhd-ab-base) and copies it
-# to .device/base; run it after device_bundle.sh (which empties .device/). --run prints lines
+# --base-rev builds the module and cuda_bench of a commit in a git worktree (/tmp/fhd-ab-base)
+# and copies them to .device/base; run it after device_bundle.sh (which empties .device/). Each
+# side runs its own cuda_bench: the bench links the core, whose backend ops version must match
+# the module's. --run prints lines
 # "NEW|BASE <cuda_bench row>" and, per preset and module, the mean and the sorted update
 # lengths of the trace, and how many of them lie 8% above their median. With $OUT set the
 # output is also written to $OUT/ab.log.
@@ -34,10 +36,10 @@ if [ "$mode" = build ]; then
   git worktree add --detach "$wt" "$base_rev" >/dev/null
   cmake -S "$wt" -B "$wt/build" -DFHD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$wt/build" -j"$(nproc)" --target foxhunt_dqn_cuda >/dev/null
+  cmake --build "$wt/build" -j"$(nproc)" --target foxhunt_dqn_cuda cuda_bench >/dev/null
   mkdir -p .device/base
-  cp "$wt/build/libfoxhunt_dqn_cuda.so" .device/base/
-  echo "device_ab.sh: .device/base holds the CUDA module of $(git rev-parse --short "$base_rev")"
+  cp "$wt/build/libfoxhunt_dqn_cuda.so" "$wt/build/tests/cuda/cuda_bench" .device/base/
+  echo "device_ab.sh: .device/base holds the CUDA module and cuda_bench of $(git rev-parse --short "$base_rev")"
   exit 0
 fi
 if [ "$mode" != run ]; then
@@ -46,10 +48,11 @@ if [ "$mode" != run ]; then
 fi
 
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
-bench=$PWD/.device/build/tests/cuda/cuda_bench
+new_bench=$PWD/.device/build/tests/cuda/cuda_bench
+base_bench=$PWD/.device/base/cuda_bench
 new=$PWD/.device/build/libfoxhunt_dqn_cuda.so
 base=$PWD/.device/base/libfoxhunt_dqn_cuda.so
-for f in "$bench" "$new" "$base"; do
+for f in "$new_bench" "$base_bench" "$new" "$base"; do
   [ -f "$f" ] || { echo "device_ab.sh: $f is missing (device_bundle.sh, --base-rev)" >&2; exit 2; }
 done
 log=/dev/null
@@ -58,16 +61,16 @@ log=/dev/null
   for ((r = 1; r <= rounds; r++)); do
     for p in $presets; do
       for m in NEW BASE; do
-        mod=$new
-        [ $m = BASE ] && mod=$base
+        mod=$new bench=$new_bench
+        [ $m = BASE ] && mod=$base bench=$base_bench
         FHD_CUDA_MODULE=$mod "$bench" "$p" 2>&1 | grep -E "^$p " | sed "s/^/$m  /" || true
       done
     done
   done
   for p in $presets; do
     for m in NEW BASE; do
-      mod=$new
-      [ $m = BASE ] && mod=$base
+      mod=$new bench=$new_bench
+      [ $m = BASE ] && mod=$base bench=$base_bench
       t=$(FHD_CUDA_MODULE=$mod FHD_BENCH_TRACE=1 FHD_BENCH_TRACE_N=$updates FHD_BENCH_QUICK=1 \
         "$bench" "$p" 2>&1 || true)
       echo "$t" | grep "per update" | head -1 | sed "s/^/$m  /" || true
