@@ -46,7 +46,7 @@ if [ "$mode" != run ]; then
 fi
 
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
-bench=$PWD/.device/build/tests/cuda/cuda_bench
+bench=$PWD/.device/build/bench/cuda/cuda_bench
 new=$PWD/.device/build/libfoxhunt_dqn_cuda.so
 base=$PWD/.device/base/libfoxhunt_dqn_cuda.so
 for f in "$bench" "$new" "$base"; do
