@@ -1,7 +1,8 @@
 /* host_bench.h - the benchmark presets of `fhd-host bench`: every bench/presets/NAME.json,
  * embedded byte for byte at build time (host_stub/CMakeLists.txt generates the table from the
- * folder, so a preset is added by adding its file). bench/torch_reference.py reads the same
- * files, so the two sides of a comparison run one config. */
+ * folder, so a preset is added by adding its file; library fhd_bench_presets, which
+ * bench/cuda/cuda_bench links too). bench/torch_reference.py reads the same files, so the two
+ * sides of a comparison run one config. */
 #ifndef FHD_HOST_BENCH_H
 #define FHD_HOST_BENCH_H
 

@@ -38,17 +38,20 @@ if [ "$mode" = build ]; then
     -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$wt/build" -j"$(nproc)" --target foxhunt_dqn_cuda cuda_bench >/dev/null
   mkdir -p .device/base
-  cp "$wt/build/libfoxhunt_dqn_cuda.so" "$wt/build/tests/cuda/cuda_bench" .device/base/
+  # (older revisions built the bench under tests/cuda)
+  base_bench=$wt/build/bench/cuda/cuda_bench
+  [ -f "$base_bench" ] || base_bench=$wt/build/tests/cuda/cuda_bench
+  cp "$wt/build/libfoxhunt_dqn_cuda.so" "$base_bench" .device/base/
   echo "device_ab.sh: .device/base holds the CUDA module and cuda_bench of $(git rev-parse --short "$base_rev")"
   exit 0
 fi
 if [ "$mode" != run ]; then
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
   exit 2
 fi
 
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
-new_bench=$PWD/.device/build/tests/cuda/cuda_bench
+new_bench=$PWD/.device/build/bench/cuda/cuda_bench
 base_bench=$PWD/.device/base/cuda_bench
 new=$PWD/.device/build/libfoxhunt_dqn_cuda.so
 base=$PWD/.device/base/libfoxhunt_dqn_cuda.so

@@ -11,7 +11,7 @@ cmake -S . -B "$BUILD" -DFHD_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD
   ${FHD_CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 rm -rf .device && mkdir -p .device/lib .device/build
-# the whole build tree (tests, fhd-host, both libraries, manifest.json), without CMake's objects
+# the whole build tree (tests, bench/cuda's drivers, fhd-host, both libraries, manifest.json), without CMake's objects
 # and what a local ctest run left there (checkpoints, parity dumps, scratch directories)
 tar -C "$BUILD" --exclude='CMakeFiles' --exclude='*.o' --exclude='Testing' --exclude='*.bin' \
   --exclude='*.safetensors' --exclude='scratch' -cf - . | tar -C .device/build -xf -

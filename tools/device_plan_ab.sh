@@ -16,6 +16,7 @@ export XDG_CACHE_HOME=/tmp/fhd-ab-cache # the autotune cache: empty at the start
 NEW=$PWD/.device/build
 OLD=$PWD/.device-old
 T=$NEW/tests/cuda
+BENCH=$NEW/bench/cuda/cuda_bench
 rounds=${1:-2}
 [ $# -gt 0 ] && shift
 cfgs=${*:-C0 B1 B1-sn U1 B3 B2-fp32}
@@ -41,11 +42,11 @@ if [ -z "${FHD_AB_NO_TESTS:-}" ]; then
 fi
 for r in $(seq 1 "$rounds"); do
   FHD_CUDA_MODULE=$OLD/libfoxhunt_dqn_cuda.so run ab.log "old-r$r" 300 "$OLD/cuda_bench" $cfgs
-  FHD_BENCH_AUTOTUNE=off run ab.log "new-off-r$r" 300 "$T/cuda_bench" $cfgs
-  FHD_BENCH_AUTOTUNE=fast run ab.log "new-fast-r$r" 300 "$T/cuda_bench" $cfgs
+  FHD_BENCH_AUTOTUNE=off run ab.log "new-off-r$r" 300 "$BENCH" $cfgs
+  FHD_BENCH_AUTOTUNE=fast run ab.log "new-fast-r$r" 300 "$BENCH" $cfgs
 done
-FHD_BENCH_AUTOTUNE=full run ab.log "new-full" 300 "$T/cuda_bench" ${FHD_AB_FULL:-C0 B1 U1}
-FHD_BENCH_PLAN=1 FHD_BENCH_QUICK=1 FHD_BENCH_AUTOTUNE=fast run plan.log plans 120 "$T/cuda_bench" $cfgs
+FHD_BENCH_AUTOTUNE=full run ab.log "new-full" 300 "$BENCH" ${FHD_AB_FULL:-C0 B1 U1}
+FHD_BENCH_PLAN=1 FHD_BENCH_QUICK=1 FHD_BENCH_AUTOTUNE=fast run plan.log plans 120 "$BENCH" $cfgs
 cp "$XDG_CACHE_HOME/foxhunt-dqn/autotune-v1.txt" "$OUT/autotune-cache.txt" 2>/dev/null
 echo "---- failures"
 grep -h -E "^FAIL|ERROR SUMMARY: [1-9]|rc=[1-9]" "$OUT"/*.log | head -40

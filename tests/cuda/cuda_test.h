@@ -137,6 +137,56 @@ static inline double ct_relerr(const float *a, const float *b, uint64_t n, doubl
     return sqrt(num) / (den > 1e-30 ? sqrt(den) : 1e-15);
 }
 
+/* ||test - ref|| / ||ref|| (ct_relerr) of n elements from off of a state kind of two learners;
+ * also the max abs difference when maxabs is not NULL. */
+static inline double ct_cmp_kind(fhd_learner *ref, fhd_learner *test, int kind, uint64_t off,
+                                 uint64_t n, double *maxabs) {
+    float *a = (float *)malloc(sizeof(float) * (n ? n : 1));
+    float *b = (float *)malloc(sizeof(float) * (n ? n : 1));
+    ct_read(test, kind, off, n, a);
+    ct_read(ref, kind, off, n, b);
+    const double e = ct_relerr(a, b, n, maxabs);
+    free(a);
+    free(b);
+    return e;
+}
+
+/* train_batch on one host batch of the config's batch_size rows (float observations): the same
+ * rows on every call (seed 5), none terminal, row 1's return ret1. */
+static inline int32_t ct_host_batch(fhd_learner *L, float ret1, fhd_train_stats *st) {
+    const uint32_t B = L->cfg.batch_size, S = L->lo.S, D = L->lo.D;
+    float *obs = (float *)malloc(sizeof(float) * B * S),
+          *next = (float *)malloc(sizeof(float) * B * S);
+    float *rew = (float *)malloc(sizeof(float) * B);
+    int32_t *act = (int32_t *)malloc(sizeof(int32_t) * B * D);
+    uint8_t *term = (uint8_t *)calloc(B, 1);
+    uint64_t s = 5;
+    for (uint32_t i = 0; i < B * S; i++) {
+        obs[i] = ct_normal(&s);
+        next[i] = ct_normal(&s);
+    }
+    for (uint32_t i = 0; i < B; i++) {
+        rew[i] = ct_normal(&s);
+        for (uint32_t d = 0; d < D; d++)
+            act[i * D + d] = (int32_t)(ct_rng(&s) % L->lo.K[d]);
+    }
+    rew[1] = ret1;
+    fhd_batch b = FHD_BATCH_INIT;
+    b.batch_size = B;
+    b.obs = obs;
+    b.actions = act;
+    b.rewards = rew;
+    b.next_obs = next;
+    b.terminated = term;
+    const int32_t rc = fhd__learner_train_batch(L, &b, st);
+    free(obs);
+    free(next);
+    free(rew);
+    free(act);
+    free(term);
+    return rc;
+}
+
 /* Feed T steps of E envs of deterministic transitions through observe. */
 static inline void ct_feed(fhd_learner **Ls, int nl, uint32_t E, uint32_t S, uint32_t D,
                            const uint32_t *K, uint32_t T, uint64_t seed) {

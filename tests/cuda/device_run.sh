@@ -13,6 +13,7 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.device/lib:${LD_LIBRARY_PATH:-}
 BLD=$PWD/.device/build
 T=$BLD/tests/cuda
+BENCH=$BLD/bench/cuda/cuda_bench
 export FHD_CUDA_MODULE=$BLD/libfoxhunt_dqn_cuda.so
 what=${1:-all}
 [ $# -gt 0 ] && shift
@@ -44,7 +45,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   LOG=bench.log
-  run bench 240 "$T/cuda_bench" "$@"
+  run bench 240 "$BENCH" "$@"
 fi
 if [ "$what" = all ] || [ "$what" = sanitize ]; then
   LOG=sanitizer.log
@@ -64,7 +65,7 @@ if [ "$what" = profile ]; then
   LOG=profile.log
   for cfg in ${FHD_PROFILE_CONFIGS:-B1-sn B3 B2-tf32}; do
     FHD_BENCH_QUICK=1 run "ncu-$cfg" 120 ncu --clock-control none --cache-control none --csv \
-      --metrics gpu__time_duration.sum --launch-skip 600 --launch-count 44 "$T/cuda_bench" "$cfg"
+      --metrics gpu__time_duration.sum --launch-skip 600 --launch-count 44 "$BENCH" "$cfg"
     echo "## $cfg (kernel, unit, duration)" >>"$OUT/profile_summary.txt"
     awk -v c="ncu-$cfg" '$0 ~ "^==== "c":" {on=1; next} /^==== / {on=0} on' "$OUT/profile.log" |
       grep -E '^"[0-9]' | awk -F'","' '{n=$5; sub(/\(.*/, "", n); print n, $(NF-1), $NF}' |
@@ -75,7 +76,7 @@ if [ "$what" = profile ]; then
     LOG=nsys.log
     for cfg in ${FHD_TIMELINE_CONFIGS:-B1}; do
       FHD_BENCH_QUICK=1 run "nsys-$cfg" 120 nsys profile --cuda-graph-trace=node -o "/tmp/tl-$cfg" \
-        --force-overwrite true "$T/cuda_bench" "$cfg"
+        --force-overwrite true "$BENCH" "$cfg"
       nsys stats --report cuda_gpu_trace --format csv -o "/tmp/tl-$cfg" "/tmp/tl-$cfg.nsys-rep" \
         >>"$OUT/nsys.log" 2>&1
       tail -120 "/tmp/tl-${cfg}_cuda_gpu_trace.csv" >"$OUT/timeline-$cfg.csv" 2>/dev/null

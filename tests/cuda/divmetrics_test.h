@@ -122,17 +122,6 @@ static void check_json(const char *name, fhd_learner *L) {
     json_decref(m);
 }
 
-/* ||cuda - cpu|| / ||cpu|| of n elements of a state kind. */
-static double cmp_kind(fhd_learner *Lc, fhd_learner *Lg, int kind, uint64_t off, uint64_t n) {
-    float *a = (float *)malloc(sizeof(float) * n), *b = (float *)malloc(sizeof(float) * n);
-    ct_read(Lg, kind, off, n, a);
-    ct_read(Lc, kind, off, n, b);
-    const double e = ct_relerr(a, b, n, NULL);
-    free(a);
-    free(b);
-    return e;
-}
-
 /* One host batch of a learner's shapes (train_batch). */
 typedef struct host_batch {
     uint32_t B, S, D;

@@ -211,18 +211,18 @@ static void run_variant(const variant *v) {
             check_features(v->name, when, Lc, Lg, k == 1 ? &tight : &drift);
         }
         if (k == 1) {
-            double e = cmp_kind(Lc, Lg, FHD_STATE_GRAD, 0, P);
+            double e = ct_cmp_kind(Lc, Lg, FHD_STATE_GRAD, 0, P, NULL);
             ct_check(e <= 1e-4, "%s update 1: gradient rel %.2e", v->name, e);
-            e = cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P);
+            e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, NULL);
             ct_check(e <= 1e-5, "%s update 1: parameters rel %.2e", v->name, e);
-            e = cmp_kind(Lc, Lg, FHD_STATE_ADAM_M, 0, P);
+            e = ct_cmp_kind(Lc, Lg, FHD_STATE_ADAM_M, 0, P, NULL);
             ct_check(e <= 1e-4, "%s update 1: Adam m rel %.2e", v->name, e);
         }
         if (per)
             ct_copy_priorities(Lc, Lg);
     }
     ct_check(same_batches, "%s: indices and weights identical at every one of 30 updates", v->name);
-    double e = cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P);
+    double e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, NULL);
     ct_check(e <= v->tol_param, "%s update 30: parameters rel %.2e (tol %.0e)", v->name, e,
              v->tol_param);
     check_json(v->name, Lg);
@@ -231,7 +231,7 @@ static void run_variant(const variant *v) {
         ct_check(rc == FHD_OK && rg == FHD_OK, "%s: train(25) (%s)", v->name,
                  rg == FHD_OK ? "" : Lg->err);
         check_features(v->name, "after train(25)", Lc, Lg, &drift);
-        e = cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P);
+        e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, NULL);
         ct_check(e <= 2 * v->tol_param, "%s update 55: parameters rel %.2e", v->name, e);
         check_json(v->name, Lg);
     }

@@ -40,34 +40,6 @@ static fhd__update_stats stats_of(fhd_learner *L) {
     return s;
 }
 
-/* One host batch of B rows, return 1 of row 1 = ret1. */
-static int32_t host_batch(fhd_learner *L, float ret1, fhd_train_stats *st) {
-    enum { B = 32, S = 8, D = 2 };
-    static float obs[B * S], next[B * S], rew[B];
-    static int32_t act[B * D];
-    static uint8_t term[B];
-    uint64_t s = 5;
-    for (int i = 0; i < B * S; i++) {
-        obs[i] = ct_normal(&s);
-        next[i] = ct_normal(&s);
-    }
-    for (int i = 0; i < B; i++) {
-        rew[i] = ct_normal(&s);
-        act[i * D] = (int32_t)(ct_rng(&s) % 4);
-        act[i * D + 1] = (int32_t)(ct_rng(&s) % 3);
-        term[i] = 0;
-    }
-    rew[1] = ret1;
-    fhd_batch b = FHD_BATCH_INIT;
-    b.batch_size = B;
-    b.obs = obs;
-    b.actions = act;
-    b.rewards = rew;
-    b.next_obs = next;
-    b.terminated = term;
-    return fhd__learner_train_batch(L, &b, st);
-}
-
 static int same_kind(fhd_learner *L, int kind, uint64_t n, const float *before) {
     float *now = ct_read_floats(L, kind, n);
     int ok = memcmp(now, before, sizeof(float) * n) == 0;
@@ -83,7 +55,7 @@ static void test_batch(void) {
     fhd_learner *both[2] = {Lc, Lg};
     for (int k = 0; k < 2; k++) {
         fhd_train_stats st = FHD_TRAIN_STATS_INIT;
-        ct_check(host_batch(both[k], 1.0f, &st) == FHD_OK && st.updates_done == 1,
+        ct_check(ct_host_batch(both[k], 1.0f, &st) == FHD_OK && st.updates_done == 1,
                  "%s: a sane batch applied", k ? "cuda" : "cpu");
     }
     float *p0 = ct_read_floats(Lg, FHD_STATE_PARAMS, 2 * P);
@@ -93,7 +65,7 @@ static void test_batch(void) {
     for (int r = 0; r < 2; r++) {
         for (int k = 0; k < 2; k++) {
             fhd_train_stats st = FHD_TRAIN_STATS_INIT;
-            int32_t rc = host_batch(both[k], rets[r], &st);
+            int32_t rc = ct_host_batch(both[k], rets[r], &st);
             ct_check(rc == FHD_OK && st.updates_done == 0 && st.updates_skipped == 1,
                      "%s, return %g: skipped (%d, done %u, skipped %u)", k ? "cuda" : "cpu",
                      (double)rets[r], rc, st.updates_done, st.updates_skipped);

@@ -178,18 +178,6 @@ static int prioritized(const variant *v) {
     return strstr(v->json, "prioritized") != NULL;
 }
 
-static double cmp_kind(fhd_learner *Lc, fhd_learner *Lg, int kind, uint64_t off, uint64_t n,
-                       double *maxabs) {
-    float *a = (float *)malloc(sizeof(float) * (n ? n : 1));
-    float *b = (float *)malloc(sizeof(float) * (n ? n : 1));
-    ct_read(Lg, kind, off, n, a);
-    ct_read(Lc, kind, off, n, b);
-    double e = ct_relerr(a, b, n, maxabs);
-    free(a);
-    free(b);
-    return e;
-}
-
 static double rel(double a, double b) {
     return fabs(a - b) / (fabs(b) > 1e-12 ? fabs(b) : 1e-12);
 }
@@ -380,10 +368,10 @@ static void run_variant(const variant *v0, uint64_t opt_two) {
 
     /* replay contents */
     double mx;
-    int same = cmp_kind(Lc, Lg, FHD_STATE_REPLAY_OBS, 0, (uint64_t)N * S, &mx) == 0.0 &&
-               cmp_kind(Lc, Lg, FHD_STATE_REPLAY_NEXT_OBS, 0, (uint64_t)N * S, &mx) == 0.0 &&
-               cmp_kind(Lc, Lg, FHD_STATE_REPLAY_RETURNS, 0, N, &mx) == 0.0 &&
-               cmp_kind(Lc, Lg, FHD_STATE_REPLAY_DISC, 0, N, &mx) == 0.0;
+    int same = ct_cmp_kind(Lc, Lg, FHD_STATE_REPLAY_OBS, 0, (uint64_t)N * S, &mx) == 0.0 &&
+               ct_cmp_kind(Lc, Lg, FHD_STATE_REPLAY_NEXT_OBS, 0, (uint64_t)N * S, &mx) == 0.0 &&
+               ct_cmp_kind(Lc, Lg, FHD_STATE_REPLAY_RETURNS, 0, N, &mx) == 0.0 &&
+               ct_cmp_kind(Lc, Lg, FHD_STATE_REPLAY_DISC, 0, N, &mx) == 0.0;
     {
         int32_t *ac = (int32_t *)malloc(4 * (size_t)N * D), *ag = (int32_t *)malloc(4 * (size_t)N * D);
         ct_read(Lc, FHD_STATE_REPLAY_ACTIONS, 0, (uint64_t)N * D, ac);
@@ -439,10 +427,10 @@ static void run_variant(const variant *v0, uint64_t opt_two) {
             ct_check(memcmp(wc, wg, 4 * (size_t)B) == 0,
                      "%s update 1: importance weights bit-identical", v->name);
             check_stats(v, Lc, Lg, "update 1", v->tol_fwd * 10);
-            double e = cmp_kind(Lc, Lg, FHD_STATE_GRAD, 0, P, &mx);
+            double e = ct_cmp_kind(Lc, Lg, FHD_STATE_GRAD, 0, P, &mx);
             ct_check(e <= v->tol_grad, "%s update 1: gradient rel %.2e (max abs %.2e, tol %.0e)",
                      v->name, e, mx, v->tol_grad);
-            e = cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, &mx);
+            e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, &mx);
             ct_check(e <= v->tol_param1, "%s update 1: parameters rel %.2e (max abs %.2e)",
                      v->name, e, mx);
             /* the step itself */
@@ -456,12 +444,12 @@ static void run_variant(const variant *v0, uint64_t opt_two) {
                      v->name, e, mx);
             free(pc1);
             free(pg1);
-            e = cmp_kind(Lc, Lg, FHD_STATE_ADAM_M, 0, P, &mx);
+            e = ct_cmp_kind(Lc, Lg, FHD_STATE_ADAM_M, 0, P, &mx);
             ct_check(e <= v->tol_grad, "%s update 1: Adam m rel %.2e", v->name, e);
-            e = cmp_kind(Lc, Lg, FHD_STATE_ADAM_V, 0, P, &mx);
+            e = ct_cmp_kind(Lc, Lg, FHD_STATE_ADAM_V, 0, P, &mx);
             ct_check(e <= 2 * v->tol_grad, "%s update 1: Adam v rel %.2e", v->name, e);
             if (SN) {
-                e = cmp_kind(Lc, Lg, FHD_STATE_SN, 0, 2 * SN, &mx);
+                e = ct_cmp_kind(Lc, Lg, FHD_STATE_SN, 0, 2 * SN, &mx);
                 ct_check(e <= v->tol_fwd * 10, "%s update 1: spectral-norm vectors rel %.2e",
                          v->name, e);
             }
@@ -483,14 +471,14 @@ static void run_variant(const variant *v0, uint64_t opt_two) {
                  "%s: %.4f of the sampled indices identical over 100 updates", v->name, frac);
     }
     check_stats(v, Lc, Lg, "update 100", v->tol_fwd * 100);
-    double e = cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, P, &mx);
+    double e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, P, &mx);
     ct_check(e <= v->tol_param100, "%s update 100: online parameters rel %.2e (max abs %.2e, tol %.0e)",
              v->name, e, mx, v->tol_param100);
-    e = cmp_kind(Lc, Lg, FHD_STATE_PARAMS, P, P, &mx);
+    e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, P, P, &mx);
     ct_check(e <= v->tol_param100, "%s update 100: target parameters rel %.2e (max abs %.2e)",
              v->name, e, mx);
     if (SN) {
-        e = cmp_kind(Lc, Lg, FHD_STATE_SN, 0, 2 * SN, &mx);
+        e = ct_cmp_kind(Lc, Lg, FHD_STATE_SN, 0, 2 * SN, &mx);
         ct_check(e <= v->tol_param100 * 10, "%s update 100: spectral-norm vectors rel %.2e",
                  v->name, e);
     }
@@ -571,7 +559,7 @@ static void run_train_batch(const variant *v) {
                      rel(sg.grad_norm, sc.grad_norm) <= v->tol_grad,
                  "%s train_batch %d: stats of this update (loss %.8g vs %.8g, norm %.8g vs %.8g)",
                  v->name, k, sg.loss, sc.loss, sg.grad_norm, sc.grad_norm);
-        e = cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, &mx);
+        e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, &mx);
         ct_check(e <= v->tol_param1 * 3, "%s train_batch %d: parameters rel %.2e", v->name, k, e);
     }
     free(obs);

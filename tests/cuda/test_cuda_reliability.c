@@ -47,34 +47,6 @@ static long long metric(fhd_learner *L, const char *key) {
     return p ? atoll(p + strlen(pat)) : -1;
 }
 
-/* One host batch of 32 rows; row 1's return is ret1. */
-static int32_t host_batch(fhd_learner *L, float ret1) {
-    enum { B = 32, S = 8, D = 2 };
-    static float obs[B * S], next[B * S], rew[B];
-    static int32_t act[B * D];
-    static uint8_t term[B];
-    uint64_t s = 5;
-    for (int i = 0; i < B * S; i++) {
-        obs[i] = ct_normal(&s);
-        next[i] = ct_normal(&s);
-    }
-    for (int i = 0; i < B; i++) {
-        rew[i] = ct_normal(&s);
-        act[i * D] = (int32_t)(ct_rng(&s) % 4);
-        act[i * D + 1] = (int32_t)(ct_rng(&s) % 3);
-        term[i] = 0;
-    }
-    rew[1] = ret1;
-    fhd_batch b = FHD_BATCH_INIT;
-    b.batch_size = B;
-    b.obs = obs;
-    b.actions = act;
-    b.rewards = rew;
-    b.next_obs = next;
-    b.terminated = term;
-    return fhd__learner_train_batch(L, &b, NULL);
-}
-
 /* The learner's trainable state (online + target, Adam moments) and, with PER, the leaves. */
 typedef struct snap {
     float *p, *m, *v;
@@ -123,9 +95,9 @@ static void drop(snap *s) {
 
 static void test_diverge_batch(void) {
     fhd_learner *L = make("");
-    ct_check(host_batch(L, 1.0f) == FHD_OK, "a sane batch: %s", L->err);
+    ct_check(ct_host_batch(L, 1.0f, NULL) == FHD_OK, "a sane batch: %s", L->err);
     snap s0 = take(L, 0);
-    int32_t rc = host_batch(L, 1e30f);
+    int32_t rc = ct_host_batch(L, 1e30f, NULL);
     ct_check(rc == FHD_ERR_DIVERGED && strstr(L->err, "update 2 diverged") &&
                  strstr(L->err, "not applied"),
              "train_batch of a +Inf loss: %s: %s", fhd__status_name(rc), L->err);
@@ -133,7 +105,7 @@ static void test_diverge_batch(void) {
     ct_check(metric(L, "diverged_updates") == 1 && metric(L, "skipped_updates") == 1,
              "metrics: diverged_updates %lld, skipped_updates %lld", metric(L, "diverged_updates"),
              metric(L, "skipped_updates"));
-    ct_check(host_batch(L, 1.0f) == FHD_OK && metric(L, "updates") == 2,
+    ct_check(ct_host_batch(L, 1.0f, NULL) == FHD_OK && metric(L, "updates") == 2,
              "the next sane batch is applied (updates %lld)", metric(L, "updates"));
     drop(&s0);
     fhd__learner_destroy(L);

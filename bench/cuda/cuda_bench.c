@@ -8,12 +8,12 @@
  * final wait is noise). Prints the median and the minimum over the repetitions, and the act
  * latency (greedy actions for 1 and 256 observations, host to host).
  *
- *   cuda_bench [NAME ...]     NAME in C0 B1 B1-sn U1 A1 A1-tf32f A2 A2-tf32f B2-fp32 B2-tf32f
- *                             B2-tf32 B2-bf16 B3 B3-tf32f B3-tf32 B3-bf16
- *                             (default: all; -tf32f: tf32_forward; -bf16: bf16 GEMMs, which
- *                             the CUDA backend refuses with a conv torso, so A1 and A2 have no
- *                             bf16 form here; U1 is no preset: a user's 37 -> 384 -> 192 -> 7
- *                             dueling network at batch 512)
+ *   cuda_bench [NAME ...]     NAME a preset of bench/presets, PRESET-fp32|tf32f|tf32|bf16 or
+ *                             U1 (bench_configs.h: the rule and the default list, C0 B1 B1-sn
+ *                             U1 A1 A1-tf32f A2 A2-tf32f B2-fp32 B2-tf32f B2-tf32 B2-bf16 B3
+ *                             B3-tf32f B3-tf32 B3-bf16); run in the order given
+ *   cuda_bench --configs [NAME ...]   each name's config JSON, checked by the config parser
+ *                             (no GPU needed)
  * FHD_BENCH_AUTOTUNE=off|fast|full sets the configs' autotune key; FHD_BENCH_PLAN prints the
  * plan (the backend's describe() text). Each line ends with the autotune's time at create, the
  * cache's state and the metrics' executed rate.
@@ -31,58 +31,7 @@
 
 #include <cupti.h>
 
-typedef struct bench {
-    const char *name;
-    const char *json;
-} bench;
-
-#define COMMON                                                                                 \
-    "\"backend\": \"cuda\", \"dueling\": true, \"double_dqn\": true, \"replay\": "             \
-    "\"prioritized\", \"per_alpha\": 0.6, \"per_beta0\": 0.4, \"lr\": 0.0001, "                \
-    "\"max_grad_norm\": 10, \"loss\": \"huber\", \"learning_starts\": 0, \"seed\": 1, "        \
-    "\"target_update_interval\": 1000, \"num_envs\": 256"
-
-/* B2 and B3 (docs/design.md section 6), each at the four matmul precisions (B3 itself is fp32, the
- * default; its TF32 and bf16 forms show what FP32 costs its GEMMs) */
-#define CFG_B2                                                                                 \
-    COMMON ", \"obs_dim\": 256, \"hidden\": [1024, 1024], \"actions\": [32], "                 \
-           "\"batch_size\": 8192, \"replay_capacity\": 1048576"
-#define CFG_B3                                                                                 \
-    COMMON ", \"obs_dim\": 64, \"hidden\": [512, 512], \"actions\": [5, 5, 5, 5], "            \
-           "\"batch_size\": 1024, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\", "  \
-           "\"cql_alpha\": 0.1"
-#define CFG_A                                                                                  \
-    COMMON ", \"obs_shape\": [4, 84, 84], \"obs_dtype\": \"uint8\", \"torso\": \"nature\", "    \
-           "\"actions\": [6], \"replay_capacity\": 100000"
-#define PREC_TF32F ", \"matmul_precision\": \"tf32_forward\""
-#define PREC_TF32 ", \"matmul_precision\": \"tf32\""
-#define PREC_BF16 ", \"matmul_precision\": \"bf16\""
-
-static const bench benches[] = {
-    {"C0", "{" COMMON ", \"obs_dim\": 4, \"hidden\": [64, 64], \"actions\": [2], "
-           "\"batch_size\": 64, \"replay_capacity\": 100000}"},
-    {"B1", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], "
-           "\"batch_size\": 256, \"replay_capacity\": 1048576}"},
-    {"B1-sn", "{" COMMON ", \"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], "
-              "\"batch_size\": 256, \"replay_capacity\": 1048576, \"spectral_norm\": \"all\"}"},
-    /* not a preset: the 37 -> 384 -> 192 -> 7 dueling network of issue 30, a user's shape */
-    {"U1", "{" COMMON ", \"obs_dim\": 37, \"hidden\": [384, 192], \"actions\": [7], "
-           "\"batch_size\": 512, \"replay_capacity\": 1048576}"},
-    /* A1 / A2 (bench/presets): Nature CNN on [4, 84, 84] uint8 at batch 32 / 256, over a
-     * 100k replay filled through observe */
-    {"A1", "{" CFG_A ", \"batch_size\": 32}"},
-    {"A1-tf32f", "{" CFG_A ", \"batch_size\": 32" PREC_TF32F "}"},
-    {"A2", "{" CFG_A ", \"batch_size\": 256}"},
-    {"A2-tf32f", "{" CFG_A ", \"batch_size\": 256" PREC_TF32F "}"},
-    {"B2-fp32", "{" CFG_B2 "}"},
-    {"B2-tf32f", "{" CFG_B2 PREC_TF32F "}"},
-    {"B2-tf32", "{" CFG_B2 PREC_TF32 "}"},
-    {"B2-bf16", "{" CFG_B2 PREC_BF16 "}"},
-    {"B3", "{" CFG_B3 "}"},
-    {"B3-tf32f", "{" CFG_B3 PREC_TF32F "}"},
-    {"B3-tf32", "{" CFG_B3 PREC_TF32 "}"},
-    {"B3-bf16", "{" CFG_B3 PREC_BF16 "}"},
-};
+#include "bench_configs.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -157,11 +106,13 @@ static void fill(fhd_learner *L) {
             f[i] = (float)(ct_rng(&s) >> 40) * (2.0f / 16777216.0f) - 1.0f;
         must(L, L->ops->write(L->be, FHD_STATE_REPLAY_OBS, (uint64_t)r0 * S, (uint64_t)m * S, f),
              "write obs");
-        must(L, L->ops->write(L->be, FHD_STATE_REPLAY_NEXT_OBS, (uint64_t)r0 * S, (uint64_t)m * S, f),
+        must(L,
+             L->ops->write(L->be, FHD_STATE_REPLAY_NEXT_OBS, (uint64_t)r0 * S, (uint64_t)m * S, f),
              "write next_obs");
         for (size_t i = 0; i < (size_t)m * D; i++)
             a[i] = (int32_t)(ct_rng(&s) % L->lo.K[i % D]);
-        must(L, L->ops->write(L->be, FHD_STATE_REPLAY_ACTIONS, (uint64_t)r0 * D, (uint64_t)m * D, a),
+        must(L,
+             L->ops->write(L->be, FHD_STATE_REPLAY_ACTIONS, (uint64_t)r0 * D, (uint64_t)m * D, a),
              "write actions");
         for (uint32_t i = 0; i < m; i++)
             f[i] = ct_normal(&s);
@@ -264,8 +215,8 @@ static void print_trace(const char *cfg, const char *mode) {
     }
     if (ne > 3) /* every update's length, from one optimiser's end to the next's */
         printf("trace %s (%s): %d updates, %.1f us per update (mean from the second)\n", cfg, mode,
-               ne - 1, ((double)trace[ends[ne - 1]].end - (double)trace[ends[0]].end) / 1000.0 /
-                           (ne - 1));
+               ne - 1,
+               ((double)trace[ends[ne - 1]].end - (double)trace[ends[0]].end) / 1000.0 / (ne - 1));
     if (ne > 3 && getenv("FHD_BENCH_TRACE_N")) { /* and each one's */
         for (int k = 1; k < ne; k++)
             printf("%s%.0f", k % 25 == 1 ? "\n  " : " ",
@@ -318,14 +269,8 @@ static void describe_value(fhd_learner *L, const char *key, char *out, size_t ca
     out[n] = '\0';
 }
 
-static void run(const bench *bm) {
-    /* FHD_BENCH_AUTOTUNE=off|fast|full: the config's autotune key (default: the config's) */
-    char json[2048];
-    const char *tune = getenv("FHD_BENCH_AUTOTUNE");
-    snprintf(json, sizeof json, "%s", bm->json);
-    if (tune && strlen(json) > 1)
-        snprintf(json + strlen(json) - 1, sizeof json - strlen(json) + 1,
-                 ", \"autotune\": \"%s\"}", tune);
+/* Time config `name` (its JSON: bench_config_json); tune: FHD_BENCH_AUTOTUNE or NULL. */
+static void run(const char *name, const char *json, const char *tune) {
     const double tc = ct_now();
     fhd_learner *L = ct_create_cuda(json);
     const double create_ms = (ct_now() - tc) * 1e3;
@@ -335,7 +280,7 @@ static void run(const bench *bm) {
     if (getenv("FHD_BENCH_PLAN")) {
         static char text[1 << 16];
         if (L->ops->describe && L->ops->describe(L->be, text, sizeof text) >= 0)
-            printf("plan %s: %s\n", bm->name, text);
+            printf("plan %s: %s\n", name, text);
     }
     fill(L);
     timed(L, 50); /* warm-up */
@@ -361,9 +306,9 @@ static void run(const bench *bm) {
             }
             cuptiActivityFlushAll(1);
             cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-            print_trace(bm->name, single ? "train(1) calls" : pairs ? "train(2) calls" : "train(n)");
+            print_trace(name, single ? "train(1) calls" : pairs ? "train(2) calls" : "train(n)");
         } else {
-            printf("trace %s: CUPTI unavailable\n", bm->name);
+            printf("trace %s: CUPTI unavailable\n", name);
         }
     }
     if (getenv("FHD_BENCH_QUICK")) { /* profiling: the warm-up is all we need */
@@ -387,9 +332,10 @@ static void run(const bench *bm) {
         double v[101];
         for (int r = 0; r < 101; r++) {
             const double t0 = ct_now();
-            must(L, L->cfg.obs_dtype == FHD_OBS_UINT8
-                        ? L->ops->q_values_u8(L->be, rows[k], (const uint8_t *)obs, NULL, act)
-                        : L->ops->q_values(L->be, rows[k], obs, NULL, act),
+            must(L,
+                 L->cfg.obs_dtype == FHD_OBS_UINT8
+                     ? L->ops->q_values_u8(L->be, rows[k], (const uint8_t *)obs, NULL, act)
+                     : L->ops->q_values(L->be, rows[k], obs, NULL, act),
                  "q_values");
             v[r] = (ct_now() - t0) * 1e6;
         }
@@ -408,25 +354,59 @@ static void run(const bench *bm) {
     describe_value(L, "\"updates_per_second\":", exec_rate, sizeof exec_rate);
     printf("%-8s %10.1f %10.1f %12.0f %8u %10.1f %10.1f  loss %.4g  tuned GEMMs %lld  "
            "autotune %s %s ms (create %.0f ms, cache %s)  metric %s/s  (%s)\n",
-           bm->name, t[3], t[0], 1e6 / t[3], n, al[0], al[1], us.loss, tuned,
-           tune ? tune : "default", tune_ms, create_ms, tune_cache, exec_rate,
-           L->ops->device_name(L->be));
+           name, t[3], t[0], 1e6 / t[3], n, al[0], al[1], us.loss, tuned, tune ? tune : "default",
+           tune_ms, create_ms, tune_cache, exec_rate, L->ops->device_name(L->be));
     fflush(stdout);
     free(obs);
     free(act);
     fhd__learner_destroy(L);
 }
 
+static int usage(FILE *out) {
+    fputs("usage: cuda_bench [--configs] [NAME ...]\n", out);
+    bench_print_names(out);
+    return out == stdout ? 0 : 2;
+}
+
 int main(int argc, char **argv) {
-    ct_require_gpu();
-    printf("%-8s %10s %10s %12s %8s %10s %10s\n", "config", "median_us", "min_us", "updates/s",
-           "n/rep", "act1_us", "act256_us");
-    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
-        int want = argc == 1;
-        for (int a = 1; a < argc; a++)
-            want = want || strcmp(argv[a], benches[i].name) == 0;
-        if (want)
-            run(&benches[i]);
+    if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")))
+        return usage(stdout);
+    const int list = argc > 1 && !strcmp(argv[1], "--configs"), a0 = 1 + list;
+    const char *const *names = argc > a0 ? (const char *const *)argv + a0 : bench_default_names;
+    size_t n = argc > a0 ? (size_t)(argc - a0) : 0;
+    while (argc <= a0 && names[n])
+        n++;
+    /* FHD_BENCH_AUTOTUNE=off|fast|full: the configs' autotune key (default: the config's) */
+    const char *tune = getenv("FHD_BENCH_AUTOTUNE");
+    char **json = (char **)calloc(n, sizeof *json);
+    char err[256];
+    for (size_t i = 0; i < n; i++) /* every name first: a typo fails before any timing */
+        if (!(json[i] = bench_config_json(names[i], tune, err, sizeof err))) {
+            fprintf(stderr, "cuda_bench: %s\n", err);
+            return usage(stderr);
+        }
+    int bad = 0;
+    if (list) {
+        for (size_t i = 0; i < n; i++) {
+            fhd__config cfg;
+            fhd_error e = FHD_ERROR_INIT;
+            const int32_t rc = fhd__config_parse(json[i], strlen(json[i]), &cfg, &e);
+            if (rc != FHD_OK) {
+                printf("FAIL %s: %s %s: %s\n", names[i], e.path, fhd__status_name(rc), e.message);
+                bad = 1;
+            } else {
+                printf("%s %s\n", names[i], json[i]);
+            }
+        }
+    } else {
+        ct_require_gpu();
+        printf("%-8s %10s %10s %12s %8s %10s %10s\n", "config", "median_us", "min_us", "updates/s",
+               "n/rep", "act1_us", "act256_us");
+        for (size_t i = 0; i < n; i++)
+            run(names[i], json[i], tune);
     }
-    return 0;
+    for (size_t i = 0; i < n; i++)
+        free(json[i]);
+    free(json);
+    return bad;
 }
