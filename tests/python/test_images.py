@@ -90,7 +90,8 @@ def test_uint8_and_float_learners_compute_the_same_q(make_learner, rng):
     np.testing.assert_allclose(q8, qf, rtol=1e-5, atol=1e-6)
     a1, q1 = u8.act(o[3], explore=False, return_q=True)  # one (C, H, W) observation
     assert a1.shape == (1,) and q1.shape == (3,)
-    np.testing.assert_array_equal(q1, q8[3])
+    # the same row alone: equal up to rounding (BLAS may pick another kernel for one row)
+    np.testing.assert_allclose(q1, q8[3], rtol=1e-6, atol=1e-7)
     # a non-contiguous uint8 array is copied, not refused
     wide = frames(rng, 5, 2, 6, 12)[..., ::2]
     np.testing.assert_array_equal(u8.act(wide, explore=False),
