@@ -93,10 +93,9 @@ static __device__ __forceinline__ uint32_t branch_argmax(const float *o, const f
  * the loads of every tile in flight together (one tile after the other paid an L2 round trip
  * each); threads tid = 0 .. step - 1 take part. */
 template <int NT>
-static __device__ __forceinline__ void stage_rows(float *const (&dst)[NT],
-                                                  const float *const (&src)[NT], uint32_t r0,
-                                                  uint32_t n, uint32_t HO, uint32_t HOs,
-                                                  uint32_t HOp, uint32_t tid, uint32_t step) {
+static __device__ __forceinline__ void
+stage_rows(float *const (&dst)[NT], const float *const (&src)[NT], uint32_t r0, uint32_t n,
+           uint32_t HO, uint32_t HOs, uint32_t HOp, uint32_t tid, uint32_t step) {
     const uint32_t total = n * HO;
     for (uint32_t e0 = tid; e0 < total; e0 += 2 * step) {
         float v[2][NT];
@@ -138,7 +137,7 @@ static __device__ __forceinline__ void head_rows(const fhd__loss_args &a, uint32
         return;
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const uint32_t tile = warp / WT, rw = (warp % WT) * NL_RW; /* the warp's first row */
-    const bool mine = tile < (s_sel ? 3u : 2u) && rw < nrows; /* whole warps */
+    const bool mine = tile < (s_sel ? 3u : 2u) && rw < nrows;  /* whole warps */
     const uint32_t H = a.H, HO = a.HO, k4n = H >> 2;
     const bool tgt = tile == 1;
     const float *xr[NL_RW];
@@ -204,7 +203,7 @@ static __device__ __forceinline__ void head_rows(const fhd__loss_args &a, uint32
  * and each branch's loss, dL/dQ and head-combine backward, then the row's V gradient and mean
  * |td| (the new priority's input). With HNC (= a.head_nc) the head tiles are not staged but
  * computed here after the wait (head_rows, above). */
-template <int ROWS, int HNC>
+template <int ROWS, int HNC, bool X>
 __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     fhd_td_loss_kernel(const __grid_constant__ fhd__loss_args a) {
     /* dynamic: [staged: on | sel | tgt | dout, ROWS x HOp each] then the row scratch:
@@ -288,11 +287,11 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
         }
     }
     __syncthreads(); /* the tiles and the weights */
-    if (HNC > 0) /* the head-dx kernel, now that the heads are done (above) */
+    if (HNC > 0)     /* the head-dx kernel, now that the heads are done (above) */
         fhd_pdl_trigger();
     double s_loss = 0.0, s_abs = 0.0, s_q = 0.0, s_cql = 0.0;
     double s_ent = 0.0, s_qd = 0.0; /* the diversity term's entropies, q_delta's |differences| */
-    const bool qd = a.detailed && !sel_is_tgt; /* q_delta: double DQN's online(s') only */
+    const bool qd = X && a.detailed && !sel_is_tgt; /* q_delta: double DQN's online(s') only */
     const float *on = staged ? s_on + r * HOp : a.head_on + (size_t)i * HOs;
     const float *sel = staged ? s_sel + r * HOp : a.head_sel + (size_t)i * HOs;
     const float *tg = staged ? s_tgt + r * HOp : a.head_tgt + (size_t)i * HOs;
@@ -369,7 +368,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
                 for (uint32_t k = 0; k < K; k++)
                     go[base + o + k] = k == at ? g_taken : 0.0f;
             }
-            if (a.div_coef > 0.0) /* the action-diversity term, after CQL as on the CPU */
+            if (X && a.div_coef > 0.0) /* the action-diversity term, after CQL as on the CPU */
                 s_ent += fhd_diversity_branch(
                     K, a.div_inv_t, a.div_g, [&](uint32_t k) { return q_of(on, a, d, k, mon); },
                     [&](uint32_t k, float v) { go[base + o + k] += v; });
@@ -391,29 +390,29 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     }
     /* per-block statistics. With every row thread in warp 0 (ROWS x DT <= 32, as in every
      * preset) that warp's butterfly is the block's sum: the other warps hold zeros. The
-     * entropy and q_delta sums only where asked for (stat_extra). */
+     * entropy and q_delta sums only in the X instances (stat_extra). */
     double sums[4] = {s_loss, s_abs, s_q, s_cql}, more[4] = {s_ent, s_qd, 0.0, 0.0};
     if (ROWS * DT <= 32) {
         __syncthreads(); /* the row writes above, for the copy-out below */
         if (threadIdx.x < 32) {
             fhd_warp_sum4_d(sums);
-            if (a.stat_extra) {
+            if (X) {
                 more[0] = fhd_warp_sum_d(more[0]);
                 more[1] = fhd_warp_sum_d(more[1]);
             }
         }
     } else {
         fhd_block_sum4_d(sums, red); /* its barriers order the row writes too */
-        if (a.stat_extra)
+        if (X)
             fhd_block_sum4_d(more, red);
     }
     if (threadIdx.x == 0) {
-        double *sp = a.statpart + (size_t)blockIdx.x * FHD_LOSS_NSTAT;
+        double *sp = a.statpart + (size_t)blockIdx.x * fhd_loss_nstat(X);
         sp[0] = sums[0];
         sp[1] = sums[1];
         sp[2] = sums[2];
         sp[3] = sums[3];
-        if (a.stat_extra) {
+        if (X) {
             sp[4] = more[0];
             sp[5] = more[1];
         }
@@ -452,24 +451,28 @@ unsigned int fhd__cuda_td_loss_grid(uint32_t B) {
     return (unsigned int)(g < 2 ? 2 : g);
 }
 
-/* The loss kernel's instance for its rows a block and head_nc (the heads inside: 8 rows a block
- * only). */
+/* The loss kernel's instance for its rows a block, head_nc (the heads inside: 8 rows a block
+ * only) and stat_extra (the diversity and q_delta sums: compiled out of the others). */
 typedef void (*loss_fn)(const fhd__loss_args);
-static loss_fn loss_kernel(uint32_t rows, uint32_t nc) {
+template <bool X> static loss_fn loss_kernel_x(uint32_t rows, uint32_t nc) {
     if (rows != 8)
-        return fhd_td_loss_kernel<32, 0>;
+        return fhd_td_loss_kernel<32, 0, X>;
     switch (nc) {
     case 8:
-        return fhd_td_loss_kernel<8, 8>;
+        return fhd_td_loss_kernel<8, 8, X>;
     case 16:
-        return fhd_td_loss_kernel<8, 16>;
+        return fhd_td_loss_kernel<8, 16, X>;
     case 24:
-        return fhd_td_loss_kernel<8, 24>;
+        return fhd_td_loss_kernel<8, 24, X>;
     case 32:
-        return fhd_td_loss_kernel<8, 32>;
+        return fhd_td_loss_kernel<8, 32, X>;
     default:
-        return fhd_td_loss_kernel<8, 0>;
+        return fhd_td_loss_kernel<8, 0, X>;
     }
+}
+
+static loss_fn loss_kernel(uint32_t rows, uint32_t nc, int extra) {
+    return extra ? loss_kernel_x<true>(rows, nc) : loss_kernel_x<false>(rows, nc);
 }
 
 cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
@@ -492,13 +495,12 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     const int head_vec = a->H > 0 &&
                          fhd__cuda_narrow_linear_vec(a->h_below, a->H, a->w_head, a->H) &&
                          fhd__cuda_narrow_linear_vec(a->x_tgt, a->H, a->w_head_tg, a->H);
-    if (a->head_nc != 0 &&
-        (rows != 8 || !head_vec || a->HO > a->head_nc ||
-         a->head_nc % 8 != 0 || a->head_nc > FHD_NARROW_MAX_OUT || wsm > FHD_LOSS_HEAD_SMEM ||
-         wsm_off * sizeof(float) + wsm + static_bytes > (uint64_t)optin))
+    if (a->head_nc != 0 && (rows != 8 || !head_vec || a->HO > a->head_nc || a->head_nc % 8 != 0 ||
+                            a->head_nc > FHD_NARROW_MAX_OUT || wsm > FHD_LOSS_HEAD_SMEM ||
+                            wsm_off * sizeof(float) + wsm + static_bytes > (uint64_t)optin))
         a->head_nc = 0; /* the head forwards run before the loss kernel */
     a->wsm_off = a->head_nc ? (uint32_t)wsm_off : 0;
-    a->pdl = fhd_pdl_allowed((const void *)loss_kernel(rows, a->head_nc));
+    a->pdl = fhd_pdl_allowed((const void *)loss_kernel(rows, a->head_nc, 0));
     if (scratch + static_bytes > (uint64_t)optin)
         return cudaErrorInvalidValue; /* FHD_LOSS_MAX_BRANCHES keeps this far away */
     uint64_t bytes = scratch;
@@ -513,7 +515,9 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     }
     if (a->head_nc) /* staged (the tiles fit, since W_head does), then W_head */
         bytes = wsm_off * sizeof(float) + wsm;
-    e = fhd_allow_dynamic_smem((const void *)loss_kernel(rows, a->head_nc), bytes);
+    /* both instances: stat_extra is set after this setup (fhd__cuda_divmetrics_prepare) */
+    for (int x = 0; x < 2 && e == cudaSuccess; x++)
+        e = fhd_allow_dynamic_smem((const void *)loss_kernel(rows, a->head_nc, x), bytes);
     if (e != cudaSuccess)
         return e;
     a->smem_bytes = (uint32_t)bytes;
@@ -522,19 +526,23 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
 
 cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream) {
     cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = fhd_pdl_config(dim3(fhd__cuda_td_loss_grid(a->B)),
-                                                  dim3(FHD_LOSS_THREADS), a->smem_bytes, stream,
-                                                  a->pdl, &attr);
-    return cudaLaunchKernelEx(&cfg, loss_kernel(fhd__cuda_td_loss_rows(a->B), a->head_nc), *a);
+    const cudaLaunchConfig_t cfg =
+        fhd_pdl_config(dim3(fhd__cuda_td_loss_grid(a->B)), dim3(FHD_LOSS_THREADS), a->smem_bytes,
+                       stream, a->pdl, &attr);
+    return cudaLaunchKernelEx(
+        &cfg, loss_kernel(fhd__cuda_td_loss_rows(a->B), a->head_nc, a->stat_extra), *a);
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph
  * capture). */
 cudaError_t fhd__cuda_td_loss_preload(void) {
     cudaFuncAttributes fa;
-    cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)loss_kernel(32, 0));
-    for (uint32_t nc = 0; nc <= FHD_NARROW_MAX_OUT && e == cudaSuccess; nc += 8)
-        e = cudaFuncGetAttributes(&fa, (const void *)loss_kernel(8, nc));
+    cudaError_t e = cudaSuccess;
+    for (int x = 0; x < 2 && e == cudaSuccess; x++) {
+        e = cudaFuncGetAttributes(&fa, (const void *)loss_kernel(32, 0, x));
+        for (uint32_t nc = 0; nc <= FHD_NARROW_MAX_OUT && e == cudaSuccess; nc += 8)
+            e = cudaFuncGetAttributes(&fa, (const void *)loss_kernel(8, nc, x));
+    }
     if (e == cudaSuccess)
         e = fhd__cuda_head_dx_preload();
     return e != cudaSuccess ? e : fhd__cuda_priority_preload();

@@ -35,11 +35,11 @@
  *
  * Priority update (its own kernel, on a branch beside the backward pass, launched on every
  * update): block 0 sums the loss blocks' statistics in block order (deterministic) into the
- * device scalars and sets the counter of a batch sampled ahead (sample.cuh); with prioritized replay, each row's new quantised priority
- * (fhd__prio_from_td), the running maximum, and for the last occurrence of each slot in the
- * (sorted) batch its leaf, and the integer delta up the tree with atomicAdd,
- * one atomic per node per warp (integer adds commute: the tree equals the CPU's sequential
- * fhd__sumtree_set_batch).
+ * device scalars and sets the counter of a batch sampled ahead (sample.cuh); with prioritized
+ * replay, each row's new quantised priority (fhd__prio_from_td), the running maximum, and for the
+ * last occurrence of each slot in the (sorted) batch its leaf, and the integer delta up the tree
+ * with atomicAdd, one atomic per node per warp (integer adds commute: the tree equals the CPU's
+ * sequential fhd__sumtree_set_batch).
  */
 #ifndef FHD_KERNELS_TD_LOSS_CUH
 #define FHD_KERNELS_TD_LOSS_CUH
@@ -57,33 +57,33 @@ typedef struct fhd__loss_args {
     const float *head_sel; /* argmax source at s': online(s') (double DQN) or target(s') */
     const float *head_tgt; /* target(s') */
     /* batch */
-    const int32_t *act;    /* (B, D) */
-    const float *ret;      /* (B) */
-    const float *disc;     /* (B) */
-    const float *w_in;     /* (B) host importance weights (train_batch), or NULL */
+    const int32_t *act; /* (B, D) */
+    const float *ret;   /* (B) */
+    const float *disc;  /* (B) */
+    const float *w_in;  /* (B) host importance weights (train_batch), or NULL */
     /* prioritized replay (train with PER) */
     int prioritized;
     const uint64_t *q_samp; /* (B) leaf priority at sampling */
     const uint64_t *qparts; /* (nqparts) per-block minima of q_samp (the sampling kernel's) */
     uint32_t nqparts;
-    const uint32_t *idx;    /* (B) sampled slots, non-decreasing */
-    float *td_row;          /* (B) mean |td| of each row over its branches (the new priority's
-                             * input; fhd__cuda_priority_update quantises it) */
-    uint64_t *nodes;        /* sum tree */
+    const uint32_t *idx; /* (B) sampled slots, non-decreasing */
+    float *td_row;       /* (B) mean |td| of each row over its branches (the new priority's
+                          * input; fhd__cuda_priority_update quantises it) */
+    uint64_t *nodes;     /* sum tree */
     uint32_t leaves;
     float per_alpha, per_eps;
     double beta0;
     uint64_t beta_steps;
     /* outputs */
-    float *w_out;  /* (B) weights used */
-    float *dout;   /* (B, HO), row stride HOs: d loss / d head outputs */
-    float *td;     /* (B, D) Q_d(s, a_d) - y */
-    float *y;      /* (B) */
-    float *colpart;   /* (grid, HO) per-block column sums of dout: the head bias gradient's
-                       * partials, summed by the optimiser's norm kernel */
-    double *statpart; /* (grid, FHD_LOSS_NSTAT) per-block loss, |td|, Q, CQL sums, then (with
-                       * stat_extra) entropy and q_delta sums, summed in block order by
-                       * fhd_priority_update_kernel */
+    float *w_out;         /* (B) weights used */
+    float *dout;          /* (B, HO), row stride HOs: d loss / d head outputs */
+    float *td;            /* (B, D) Q_d(s, a_d) - y */
+    float *y;             /* (B) */
+    float *colpart;       /* (grid, HO) per-block column sums of dout: the head bias gradient's
+                           * partials, summed by the optimiser's norm kernel */
+    double *statpart;     /* (grid, fhd_loss_nstat(stat_extra)) per-block loss, |td|, Q, CQL sums,
+                           * then (with stat_extra) entropy and q_delta sums, summed in block order
+                           * by fhd_priority_update_kernel */
     fhd__dev_scalars *st; /* reads updates (beta), max_q; writes the loss statistics */
     /* the training guard (config `guard`) with prioritized replay: prio_stage (B) takes the new
      * priorities, which fhd__cuda_priority_commit applies after the optimiser unless *guard_skip
@@ -124,12 +124,12 @@ typedef struct fhd__loss_args {
      * kernel's chunk), kept by fhd__cuda_td_loss_setup where the tiles are staged, x and W rows
      * take float4 loads (fhd__cuda_narrow_linear_vec), with 8 rows a block, a torso (H > 0)
      * and both W_head in FHD_LOSS_HEAD_SMEM bytes. */
-    const float *b_head;     /* (HO) online head bias */
-    const float *x_tgt;      /* (B, H) the target's last torso activation */
-    const float *w_head_tg;  /* (HO, H) target head weight */
-    const float *b_head_tg;  /* (HO) its bias */
-    const float *alpha_tg;   /* (1) 1, or the target head's 1/sigma */
-    uint32_t head_nc;        /* outputs a chunk (8, 16, 24, 32), or 0: the head forwards before */
+    const float *b_head;    /* (HO) online head bias */
+    const float *x_tgt;     /* (B, H) the target's last torso activation */
+    const float *w_head_tg; /* (HO, H) target head weight */
+    const float *b_head_tg; /* (HO) its bias */
+    const float *alpha_tg;  /* (1) 1, or the target head's 1/sigma */
+    uint32_t head_nc;       /* outputs a chunk (8, 16, 24, 32), or 0: the head forwards before */
     /* set by fhd__cuda_td_loss_setup */
     uint32_t wsm_off;     /* head_nc: floats into the dynamic shared memory where W_head goes */
     uint32_t HOp;         /* shared-memory row stride (odd: no bank conflicts), 0: not staged */
@@ -137,12 +137,18 @@ typedef struct fhd__loss_args {
     int fuse_dx;          /* the head's dx by fhd__cuda_head_dx after the loss kernel */
     int pdl;              /* launched as a programmatic dependent of the kernel before it (sm_90) */
     uint32_t smem_bytes;
-    int dx_pdl;           /* the head-dx kernel as the loss kernel's programmatic dependent */
+    int dx_pdl; /* the head-dx kernel as the loss kernel's programmatic dependent */
     uint32_t dx_smem_bytes;
 } fhd__loss_args;
 
-#define FHD_LOSS_NSTAT 6    /* statistics a loss block leaves in statpart */
-#define FHD_LOSS_THREADS 256 /* rows x branches for the row work; all for tiles, sums and dz */
+#define FHD_LOSS_NSTAT 6 /* statistics a loss block leaves in statpart (at most) */
+#ifdef __CUDACC__
+/* a statpart row's length: the four loss statistics, and the two of stat_extra */
+static __host__ __device__ constexpr uint32_t fhd_loss_nstat(bool extra) {
+    return extra ? FHD_LOSS_NSTAT : 4u;
+}
+#endif
+#define FHD_LOSS_THREADS 256      /* rows x branches for the row work; all for tiles, sums and dz */
 #define FHD_LOSS_SMALL_BATCH 4096 /* up to this batch, 8 rows per block (more blocks), else 32 */
 #define FHD_LOSS_FUSE_MAX 16384   /* largest HO x H whose dx is done inside the loss kernel */
 #define FHD_LOSS_FUSE_TRAFFIC (64u << 20) /* and W_head read by all the blocks, at most (bytes) */

@@ -73,18 +73,19 @@ static __device__ __forceinline__ void update_priorities(const fhd__loss_args &a
 /* The loss of the update from the loss blocks' partials (red: the statistics' sums, a warp
  * each, in block order: every block that calls it gets the same bits), with the diversity term
  * as cpu_net.c subtracts it: coef times the mean entropy rounded to float. */
+template <bool X>
 static __device__ __forceinline__ float loss_sums(const fhd__loss_args &a, double *red) {
     const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const uint32_t nstat = a.stat_extra ? FHD_LOSS_NSTAT : 4u;
-    for (uint32_t q = warp; q < nstat; q += PRIO_THREADS / 32) {
-        const double sum = fhd_warp_sum_strided(a.statpart + q, a.loss_blocks, FHD_LOSS_NSTAT);
+    constexpr uint32_t NS = fhd_loss_nstat(X);
+    for (uint32_t q = warp; q < NS; q += PRIO_THREADS / 32) {
+        const double sum = fhd_warp_sum_strided(a.statpart + q, a.loss_blocks, NS);
         if (lane == 0)
             red[q] = sum;
     }
     __syncthreads();
     const double n = (double)a.B * a.D;
     const float loss = (float)(red[0] / n + (double)a.cql_alpha * red[3] / n);
-    if (a.div_coef > 0.0)
+    if (X && a.div_coef > 0.0)
         return (float)((double)loss - a.div_coef * (double)(float)(red[4] / n));
     return loss;
 }
@@ -96,6 +97,7 @@ static __device__ __forceinline__ float loss_sums(const fhd__loss_args &a, doubl
  * fhd__det_pow is off the critical path here) into the tree, one thread per batch row (the next
  * update's sampling is the first reader of the tree). Done here rather than by the loss kernel's
  * last block, the fence and counter of that pattern stay off the critical path. */
+template <bool X> /* stat_extra */
 __global__ void __launch_bounds__(PRIO_THREADS)
     fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
     static_assert(PRIO_THREADS >= 4 * 32, "a warp per statistic of the first four");
@@ -103,7 +105,7 @@ __global__ void __launch_bounds__(PRIO_THREADS)
     if (blockIdx.x == 0) {
         const uint64_t u = a.st->updates;
         const uint64_t n_s = fhd__dev_sample_counter(a.st);
-        const float loss = loss_sums(a, red);
+        const float loss = loss_sums<X>(a, red);
         if (threadIdx.x == 0) {
             const double n = (double)a.B * a.D;
             /* pending: the optimiser publishes them where it applies the update (guard.cuh) */
@@ -112,9 +114,10 @@ __global__ void __launch_bounds__(PRIO_THREADS)
             st->pend_td_abs_mean = (float)(red[1] / n);
             st->pend_q_mean = (float)(red[2] / n);
             st->pend_beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, n_s) : 0.0f;
-            st->pend_entropy = a.div_coef > 0.0 ? (float)(red[4] / n) : 0.0f;
+            st->pend_entropy = X && a.div_coef > 0.0 ? (float)(red[4] / n) : 0.0f;
             /* q_delta: of double DQN's online(s') against target(s'), else undefined (NaN) */
-            st->pend_q_delta = a.detailed && a.head_sel != a.head_tgt ? (float)(red[5] / n) : NAN;
+            st->pend_q_delta =
+                X && a.detailed && a.head_sel != a.head_tgt ? (float)(red[5] / n) : NAN;
             /* the optimiser raises a counter after this kernel: updates, or skipped */
             a.st->sample_ahead = n_s + 1;
         } else if (threadIdx.x == 32 && a.adam_step) {
@@ -134,7 +137,7 @@ __global__ void __launch_bounds__(PRIO_THREADS)
     }
     /* no guard: a non-finite loss (a diverged update, which the optimiser skips) writes no
      * priority; every block computes block 0's loss, so all or none of them write */
-    const float loss = loss_sums(a, red);
+    const float loss = loss_sums<X>(a, red);
     if (!(loss - loss == 0.0f))
         return;
     update_priorities(a, i, valid, p);
@@ -161,14 +164,20 @@ cudaError_t fhd__cuda_priority_commit(const fhd__loss_args *a, cudaStream_t stre
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {
     /* block 0, then the rows' blocks (one empty block without PER: never a one-block grid) */
     const uint64_t g = 1 + (a->prioritized ? fhd_cdiv(a->B, PRIO_THREADS) : 1);
-    fhd_priority_update_kernel<<<(unsigned)g, PRIO_THREADS, 0, stream>>>(*a);
+    if (a->stat_extra)
+        fhd_priority_update_kernel<true><<<(unsigned)g, PRIO_THREADS, 0, stream>>>(*a);
+    else
+        fhd_priority_update_kernel<false><<<(unsigned)g, PRIO_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph capture). */
 cudaError_t fhd__cuda_priority_preload(void) {
     cudaFuncAttributes fa;
-    const cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)fhd_priority_commit_kernel);
-    return e != cudaSuccess ? e
-                            : cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel);
+    cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)fhd_priority_commit_kernel);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel<false>);
+    return e != cudaSuccess
+               ? e
+               : cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel<true>);
 }
