@@ -8,12 +8,11 @@
  * final wait is noise). Prints the median and the minimum over the repetitions, and the act
  * latency (greedy actions for 1 and 256 observations, host to host).
  *
- *   cuda_bench [NAME ...]     NAME in C0 B1 B1-sn U1 A1 A1-tf32f A2 A2-tf32f B2-fp32 B2-tf32f
- *                             B2-tf32 B2-bf16 B3 B3-tf32f B3-tf32 B3-bf16
- *                             (default: all; -tf32f: tf32_forward; -bf16: bf16 GEMMs, which
- *                             the CUDA backend refuses with a conv torso, so A1 and A2 have no
- *                             bf16 form here; U1 is no preset: a user's 37 -> 384 -> 192 -> 7
- *                             dueling network at batch 512)
+ *   cuda_bench [NAME ...]     NAME in C0 B1 B1-sn U1 A1 A1-tf32f A1-bf16 A2 A2-tf32f A2-bf16
+ *                             B2-fp32 B2-tf32f B2-tf32 B2-bf16 B3 B3-tf32f B3-tf32 B3-bf16
+ *                             (default: all; -tf32f: tf32_forward; -bf16: bf16 GEMMs; U1 is
+ *                             no preset: a user's 37 -> 384 -> 192 -> 7 dueling network at
+ *                             batch 512)
  * FHD_BENCH_AUTOTUNE=off|fast|full sets the configs' autotune key; FHD_BENCH_PLAN prints the
  * plan (the backend's describe() text). Each line ends with the autotune's time at create, the
  * cache's state and the metrics' executed rate.
@@ -72,8 +71,10 @@ static const bench benches[] = {
      * 100k replay filled through observe */
     {"A1", "{" CFG_A ", \"batch_size\": 32}"},
     {"A1-tf32f", "{" CFG_A ", \"batch_size\": 32" PREC_TF32F "}"},
+    {"A1-bf16", "{" CFG_A ", \"batch_size\": 32" PREC_BF16 "}"},
     {"A2", "{" CFG_A ", \"batch_size\": 256}"},
     {"A2-tf32f", "{" CFG_A ", \"batch_size\": 256" PREC_TF32F "}"},
+    {"A2-bf16", "{" CFG_A ", \"batch_size\": 256" PREC_BF16 "}"},
     {"B2-fp32", "{" CFG_B2 "}"},
     {"B2-tf32f", "{" CFG_B2 PREC_TF32F "}"},
     {"B2-tf32", "{" CFG_B2 PREC_TF32 "}"},
