@@ -1,5 +1,8 @@
 /* conv.cu - im2col, the flatten into (C, H, W) order, and each conv layer's dz with its ReLU
- * mask and bias partials (see conv.cuh). */
+ * mask and bias partials (see conv.cuh). Each kernel is a template on the element type T of
+ * the activations it reads and writes: float, or __nv_bfloat16 with bf16 GEMMs. */
+#include <cuda_bf16.h>
+
 #include "common.cuh"
 #include "conv.cuh"
 #include "divisor.h"
@@ -11,14 +14,49 @@
 #define DZ_MAX_PARTS 512 /* blocks per channel chunk: the bias partials the optimiser adds */
 #define DZ_THREADS (32 * DZ_GROUPS)
 
-/* x_i's value at (ci, ih, iw) of the learner's dtype times scale, or of a channels-last
- * activation; the caller checks the bounds. */
+/* A value of T as float, and a float as T (bf16: rounded to nearest even). */
+static __device__ __forceinline__ float to_f(float v) {
+    return v;
+}
+static __device__ __forceinline__ float to_f(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
+template <typename T> static __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) {
+    return v;
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+
+/* Four consecutive values of T at dst (16 bytes for float, 8 for bf16; aligned so). */
+static __device__ __forceinline__ void store4(float *dst, const float *v) {
+    *(float4 *)dst = make_float4(v[0], v[1], v[2], v[3]);
+}
+static __device__ __forceinline__ void store4(__nv_bfloat16 *dst, const float *v) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]),
+                         hi = __floats2bfloat162_rn(v[2], v[3]);
+    uint2 w;
+    memcpy(&w.x, &lo, sizeof w.x);
+    memcpy(&w.y, &hi, sizeof w.y);
+    *(uint2 *)dst = w;
+}
+
+/* Four consecutive values of T copied from src to dst (both aligned as store4's), or zeros. */
+static __device__ __forceinline__ void copy4(float *dst, const float *src, bool in) {
+    *(float4 *)dst = in ? __ldg((const float4 *)src) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+static __device__ __forceinline__ void copy4(__nv_bfloat16 *dst, const __nv_bfloat16 *src,
+                                             bool in) {
+    *(uint2 *)dst = in ? __ldg((const uint2 *)src) : make_uint2(0u, 0u);
+}
+
+/* x_i's value at (ci, ih, iw) of the learner's dtype times scale; the caller checks the
+ * bounds. */
 template <int KIND>
 static __device__ __forceinline__ float in_at(const void *__restrict__ x, uint64_t base,
                                               float scale, const fhd__conv_geom &g, uint32_t ci,
                                               int ih, int iw) {
-    if (KIND == FHD_CONV_IN_NHWC)
-        return __ldg((const float *)x + base + ((uint64_t)ih * g.win + iw) * g.cin + ci);
     const uint64_t at = base + ((uint64_t)ci * g.hin + ih) * g.win + iw;
     if (KIND == FHD_CONV_IN_F32)
         return scale * __ldg((const float *)x + at);
@@ -26,11 +64,12 @@ static __device__ __forceinline__ float in_at(const void *__restrict__ x, uint64
 }
 
 /* One thread per run of V consecutive kw of a col row, (p, ci, kh, kw / V) of image blockIdx.y
- * (+ gridDim.y ...): a warp's stores are contiguous, V = 4 as one float4 (k and ckk multiples
- * of 4), and uint8 rows are read 4 bytes at a time where aligned and inside the row. */
-template <int KIND, int V>
+ * (+ gridDim.y ...): a warp's stores are contiguous, V = 4 as one 4-value store (k and ckk
+ * multiples of 4), and uint8 rows are read 4 bytes at a time where aligned and inside the row.
+ * T = bf16: each value scale x rounded once. */
+template <int KIND, int V, typename T>
 __global__ void __launch_bounds__(CONV_THREADS)
-    fhd_im2col_kernel(float *__restrict__ col, const void *__restrict__ x, float scale,
+    fhd_im2col_kernel(T *__restrict__ col, const void *__restrict__ x, float scale,
                       uint64_t x_stride, uint32_t n, fhd__conv_geom g, fhd_divisor d_run,
                       fhd_divisor d_kv, fhd_divisor d_wout) {
     const uint32_t kv = g.k / V, run = g.cin * g.k * kv, runs = g.hw * run;
@@ -67,11 +106,11 @@ __global__ void __launch_bounds__(CONV_THREADS)
                                ? in_at<KIND>(x, base, scale, g, ci, ih, iw)
                                : 0.0f;
                 }
-            float *dst = col + ((uint64_t)i * g.hw + p) * g.ckk + (uint64_t)cikh * g.k + j * V;
+            T *dst = col + ((uint64_t)i * g.hw + p) * g.ckk + (uint64_t)cikh * g.k + j * V;
             if (V == 4)
-                *(float4 *)dst = make_float4(v[0], v[1], v[2], v[3]);
+                store4(dst, v);
             else
-                dst[0] = v[0];
+                dst[0] = from_f<T>(v[0]);
         }
     }
 }
@@ -82,15 +121,16 @@ static unsigned int image_grid(uint32_t n) {
 
 /* Channels-last input (layers above the first): one thread per run of V consecutive channels
  * of a col row in (kh, kw, ci) column order, (p, kh, kw, ci / V): reads and stores both
- * contiguous, V = 4 as float4 (cin a multiple of 4). */
-template <int V>
+ * contiguous, V = 4 as one 4-value copy (cin a multiple of 4). T: the activation's type, which
+ * col keeps (a bf16 activation is already rounded). */
+template <int V, typename T>
 __global__ void __launch_bounds__(CONV_THREADS)
-    fhd_im2col_hwc_kernel(float *__restrict__ col, const float *__restrict__ x, uint64_t x_stride,
+    fhd_im2col_hwc_kernel(T *__restrict__ col, const T *__restrict__ x, uint64_t x_stride,
                           uint32_t n, fhd__conv_geom g, fhd_divisor d_run, fhd_divisor d_cv,
                           fhd_divisor d_k, fhd_divisor d_wout) {
     const uint32_t cv = g.cin / V, run = g.k * g.k * cv, runs = g.hw * run;
     for (uint32_t i = blockIdx.y; i < n; i += gridDim.y) {
-        const float *xi = x + (uint64_t)i * x_stride;
+        const T *xi = x + (uint64_t)i * x_stride;
         for (uint32_t e = blockIdx.x * CONV_THREADS + threadIdx.x; e < runs;
              e += gridDim.x * CONV_THREADS) {
             const uint32_t p = fhd_divide(d_run, e), q = e - p * run; /* (kh k + kw) cv + j */
@@ -99,20 +139,22 @@ __global__ void __launch_bounds__(CONV_THREADS)
             const uint32_t kh = fhd_divide(d_k, khw), kw = khw - kh * g.k;
             const int ih = (int)(oh * g.stride + kh) - (int)g.pad;
             const int iw = (int)(ow * g.stride + kw) - (int)g.pad;
-            float *dst = col + ((uint64_t)i * g.hw + p) * g.ckk + (uint64_t)q * V;
+            T *dst = col + ((uint64_t)i * g.hw + p) * g.ckk + (uint64_t)q * V;
             const bool in = ih >= 0 && ih < (int)g.hin && iw >= 0 && iw < (int)g.win;
-            const float *src = xi + ((uint64_t)ih * g.win + iw) * g.cin + j * V;
+            const T *src = xi + ((uint64_t)ih * g.win + iw) * g.cin + j * V;
             if (V == 4)
-                *(float4 *)dst = in ? __ldg((const float4 *)src) : make_float4(0.f, 0.f, 0.f, 0.f);
+                copy4(dst, src, in);
             else
-                dst[0] = in ? __ldg(src) : 0.0f;
+                dst[0] = in ? __ldg(src) : from_f<T>(0.0f);
         }
     }
 }
 
-static void launch_im2col_hwc(float *col, const float *x, uint64_t x_stride, uint32_t n,
+template <typename T>
+static void launch_im2col_hwc(T *col, const T *x, uint64_t x_stride, uint32_t n,
                               const fhd__conv_geom *g, cudaStream_t stream) {
-    const int v4 = g->cin % 4 == 0 && ((uintptr_t)col & 15) == 0 && ((uintptr_t)x & 15) == 0 &&
+    const uintptr_t al = 4 * sizeof(T) - 1; /* a run of 4 values: 16 or 8 bytes */
+    const int v4 = g->cin % 4 == 0 && ((uintptr_t)col & al) == 0 && ((uintptr_t)x & al) == 0 &&
                    x_stride % 4 == 0;
     const uint32_t V = v4 ? 4 : 1, run = g->k * g->k * (g->cin / V);
     uint64_t gx = fhd_cdiv((uint64_t)g->hw * run, CONV_THREADS);
@@ -121,15 +163,15 @@ static void launch_im2col_hwc(float *col, const float *x, uint64_t x_stride, uin
     const fhd_divisor a = fhd_divisor_make(run), b = fhd_divisor_make(g->cin / V),
                       c = fhd_divisor_make(g->k), d = fhd_divisor_make(g->wout);
     if (v4)
-        fhd_im2col_hwc_kernel<4>
+        fhd_im2col_hwc_kernel<4, T>
             <<<grid, CONV_THREADS, 0, stream>>>(col, x, x_stride, n, *g, a, b, c, d);
     else
-        fhd_im2col_hwc_kernel<1>
+        fhd_im2col_hwc_kernel<1, T>
             <<<grid, CONV_THREADS, 0, stream>>>(col, x, x_stride, n, *g, a, b, c, d);
 }
 
-template <int KIND>
-static void launch_im2col(float *col, const void *x, float scale, uint64_t x_stride, uint32_t n,
+template <int KIND, typename T>
+static void launch_im2col(T *col, const void *x, float scale, uint64_t x_stride, uint32_t n,
                           const fhd__conv_geom *g, int v4, cudaStream_t stream) {
     const uint32_t V = v4 ? 4 : 1, run = g->cin * g->k * (g->k / V);
     uint64_t gx = fhd_cdiv((uint64_t)g->hw * run, CONV_THREADS);
@@ -138,30 +180,40 @@ static void launch_im2col(float *col, const void *x, float scale, uint64_t x_str
     const fhd_divisor a = fhd_divisor_make(run), b = fhd_divisor_make(g->k / V),
                       d = fhd_divisor_make(g->wout);
     if (v4)
-        fhd_im2col_kernel<KIND, 4>
+        fhd_im2col_kernel<KIND, 4, T>
             <<<grid, CONV_THREADS, 0, stream>>>(col, x, scale, x_stride, n, *g, a, b, d);
     else
-        fhd_im2col_kernel<KIND, 1>
+        fhd_im2col_kernel<KIND, 1, T>
             <<<grid, CONV_THREADS, 0, stream>>>(col, x, scale, x_stride, n, *g, a, b, d);
 }
 
-cudaError_t fhd__cuda_im2col(float *col, const void *x, int kind, float scale, uint64_t x_stride,
-                             uint32_t n, const fhd__conv_geom *g, cudaStream_t stream) {
-    /* float4 stores where every run of 4 is 16-byte aligned */
-    const int v4 = g->k % 4 == 0 && g->ckk % 4 == 0 && ((uintptr_t)col & 15) == 0;
+template <typename T>
+static void im2col(T *col, const void *x, int kind, float scale, uint64_t x_stride, uint32_t n,
+                   const fhd__conv_geom *g, cudaStream_t stream) {
+    /* 4-value stores where every run of 4 is aligned (16 bytes for float, 8 for bf16) */
+    const int v4 = g->k % 4 == 0 && g->ckk % 4 == 0 && ((uintptr_t)col & (4 * sizeof(T) - 1)) == 0;
     if (kind == FHD_CONV_IN_NHWC)
-        launch_im2col_hwc(col, (const float *)x, x_stride, n, g, stream);
+        launch_im2col_hwc(col, (const T *)x, x_stride, n, g, stream);
     else if (kind == FHD_CONV_IN_F32)
         launch_im2col<FHD_CONV_IN_F32>(col, x, scale, x_stride, n, g, v4, stream);
     else
         launch_im2col<FHD_CONV_IN_U8>(col, x, scale, x_stride, n, g, v4, stream);
+}
+
+cudaError_t fhd__cuda_im2col(void *col, const void *x, int kind, float scale, uint64_t x_stride,
+                             uint32_t n, const fhd__conv_geom *g, int bf16, cudaStream_t stream) {
+    if (bf16)
+        im2col((__nv_bfloat16 *)col, x, kind, scale, x_stride, n, g, stream);
+    else
+        im2col((float *)col, x, kind, scale, x_stride, n, g, stream);
     return cudaGetLastError();
 }
 
 /* One thread per flat element of image blockIdx.y: f = c hw + p. */
+template <typename T>
 __global__ void __launch_bounds__(CONV_THREADS)
-    fhd_conv_flatten_kernel(float *__restrict__ flat, const float *__restrict__ y, uint32_t n,
-                            uint32_t hw, uint32_t c, fhd_divisor d_hw) {
+    fhd_conv_flatten_kernel(T *__restrict__ flat, const T *__restrict__ y, uint32_t n, uint32_t hw,
+                            uint32_t c, fhd_divisor d_hw) {
     const uint32_t F = hw * c;
     for (uint32_t i = blockIdx.y; i < n; i += gridDim.y)
         for (uint32_t f = blockIdx.x * CONV_THREADS + threadIdx.x; f < F;
@@ -171,12 +223,17 @@ __global__ void __launch_bounds__(CONV_THREADS)
         }
 }
 
-cudaError_t fhd__cuda_conv_flatten(float *flat, const float *y, uint32_t n, uint32_t hw, uint32_t c,
-                                   cudaStream_t stream) {
+cudaError_t fhd__cuda_conv_flatten(void *flat, const void *y, uint32_t n, uint32_t hw, uint32_t c,
+                                   int bf16, cudaStream_t stream) {
     uint64_t gx = fhd_cdiv((uint64_t)hw * c, CONV_THREADS);
     gx = gx < 2 ? 2 : (gx > 4096 ? 4096 : gx); /* never a 1x1x1 grid */
-    fhd_conv_flatten_kernel<<<dim3((unsigned)gx, image_grid(n)), CONV_THREADS, 0, stream>>>(
-        flat, y, n, hw, c, fhd_divisor_make(hw));
+    const dim3 grid((unsigned)gx, image_grid(n));
+    if (bf16)
+        fhd_conv_flatten_kernel<__nv_bfloat16><<<grid, CONV_THREADS, 0, stream>>>(
+            (__nv_bfloat16 *)flat, (const __nv_bfloat16 *)y, n, hw, c, fhd_divisor_make(hw));
+    else
+        fhd_conv_flatten_kernel<float><<<grid, CONV_THREADS, 0, stream>>>(
+            (float *)flat, (const float *)y, n, hw, c, fhd_divisor_make(hw));
     return cudaGetLastError();
 }
 
@@ -222,13 +279,13 @@ dz_source(const float *__restrict__ src, uint32_t r, uint32_t ch, uint32_t hw, u
 /* Block (j, cc) owns the chunks of 128 rows j, j + parts, ... and channels [32 cc, 32 cc + 32):
  * lane = channel, warp w rows w + 32 t (t = 0..3) of each chunk, a chunk's loads all in flight
  * at once; the block's column sums (its chunks in order, then the warps in order) are
- * partial[j][channel]. */
-template <bool FLAT>
+ * partial[j][channel]. T: the type of h and dz (bf16: dz rounded, the partials from the fp32
+ * values). */
+template <bool FLAT, typename T>
 __global__ void __launch_bounds__(DZ_THREADS)
-    fhd_conv_dz_kernel(float *__restrict__ dz, float *__restrict__ partial,
-                       const float *__restrict__ h, const float *__restrict__ src, uint64_t rows,
-                       uint32_t hw, uint32_t c, fhd__conv_geom g, fhd_divisor d_hw,
-                       fhd_divisor d_w) {
+    fhd_conv_dz_kernel(T *__restrict__ dz, float *__restrict__ partial, const T *__restrict__ h,
+                       const float *__restrict__ src, uint64_t rows, uint32_t hw, uint32_t c,
+                       fhd__conv_geom g, fhd_divisor d_hw, fhd_divisor d_w) {
     __shared__ float red[DZ_GROUPS][DZ_LANES];
     constexpr int NR = DZ_ROWS / DZ_GROUPS;
     const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
@@ -241,14 +298,14 @@ __global__ void __launch_bounds__(DZ_THREADS)
         for (int t = 0; t < NR; t++) {
             const uint64_t r = r0 + (uint64_t)t * DZ_GROUPS;
             v[t] = 0.0f;
-            if (ch < c && r < rows && __ldg(h + r * c + ch) > 0.0f)
+            if (ch < c && r < rows && to_f(__ldg(h + r * c + ch)) > 0.0f)
                 v[t] = dz_source<FLAT>(src, (uint32_t)r, ch, hw, c, g, d_hw, d_w);
         }
 #pragma unroll
         for (int t = 0; t < NR; t++) {
             const uint64_t r = r0 + (uint64_t)t * DZ_GROUPS;
             if (ch < c && r < rows)
-                dz[r * c + ch] = v[t];
+                dz[r * c + ch] = from_f<T>(v[t]);
             acc += v[t];
         }
     }
@@ -263,23 +320,35 @@ __global__ void __launch_bounds__(DZ_THREADS)
     }
 }
 
-cudaError_t fhd__cuda_conv_dz(float *dz, float *partial, const float *h, const float *src,
-                              int from_flat, uint32_t n, uint32_t hw, uint32_t c,
-                              const fhd__conv_geom *g, cudaStream_t stream) {
+template <typename T>
+static void conv_dz(T *dz, float *partial, const T *h, const float *src, int from_flat, uint32_t n,
+                    uint32_t hw, uint32_t c, const fhd__conv_geom *g, cudaStream_t stream) {
     const uint64_t rows = (uint64_t)n * hw;
     const dim3 grid(fhd__cuda_conv_dz_parts(rows), (unsigned)fhd_cdiv(c, DZ_LANES));
     const fhd_divisor d_hw = fhd_divisor_make(hw), d_w = fhd_divisor_make(from_flat ? 1 : g->win);
     if (from_flat)
-        fhd_conv_dz_kernel<true>
+        fhd_conv_dz_kernel<true, T>
             <<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw, c, *g, d_hw, d_w);
     else
-        fhd_conv_dz_kernel<false>
+        fhd_conv_dz_kernel<false, T>
             <<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw, c, *g, d_hw, d_w);
+}
+
+cudaError_t fhd__cuda_conv_dz(void *dz, float *partial, const void *h, const float *src,
+                              int from_flat, uint32_t n, uint32_t hw, uint32_t c,
+                              const fhd__conv_geom *g, int bf16, cudaStream_t stream) {
+    if (bf16)
+        conv_dz((__nv_bfloat16 *)dz, partial, (const __nv_bfloat16 *)h, src, from_flat, n, hw, c, g,
+                stream);
+    else
+        conv_dz((float *)dz, partial, (const float *)h, src, from_flat, n, hw, c, g, stream);
     return cudaGetLastError();
 }
 
 /* One thread per element of all jobs' matrices: element (o, ci, kh, kw) of job j moves between
- * the PyTorch order (ci k + kh) k + kw and the channels-last order (kh k + kw) cin + ci. */
+ * the PyTorch order (ci k + kh) k + kw and the channels-last order (kh k + kw) cin + ci. T: the
+ * destination's type (bf16: rounded; the way back is always float). */
+template <typename T>
 __global__ void __launch_bounds__(CONV_THREADS) fhd_conv_permute_kernel(fhd__conv_perm_args a) {
     const uint64_t total = a.end[a.njobs - 1];
     for (uint64_t e = blockIdx.x * (uint64_t)CONV_THREADS + threadIdx.x; e < total;
@@ -292,10 +361,11 @@ __global__ void __launch_bounds__(CONV_THREADS) fhd_conv_permute_kernel(fhd__con
         const uint32_t kk = jb.k * jb.k, ckk = jb.cin * kk;
         const uint32_t o = t / ckk, r = t - o * ckk, ci = r / kk, khw = r - ci * kk;
         const uint32_t hwc = o * ckk + khw * jb.cin + ci;
+        T *dst = (T *)jb.dst;
         if (a.back)
-            jb.dst[t] = jb.src[hwc];
+            dst[t] = from_f<T>(jb.src[hwc]);
         else
-            jb.dst[hwc] = jb.src[t];
+            dst[hwc] = from_f<T>(jb.src[t]);
     }
 }
 
@@ -304,22 +374,36 @@ cudaError_t fhd__cuda_conv_permute(const fhd__conv_perm_args *a, cudaStream_t st
         return cudaSuccess;
     uint64_t g = fhd_cdiv(a->end[a->njobs - 1], CONV_THREADS);
     g = g < 2 ? 2 : (g > 1024 ? 1024 : g);
-    fhd_conv_permute_kernel<<<(unsigned)g, CONV_THREADS, 0, stream>>>(*a);
+    if (a->bf16 && !a->back)
+        fhd_conv_permute_kernel<__nv_bfloat16><<<(unsigned)g, CONV_THREADS, 0, stream>>>(*a);
+    else
+        fhd_conv_permute_kernel<float><<<(unsigned)g, CONV_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 
 cudaError_t fhd__cuda_conv_preload(void) {
     cudaFuncAttributes fa;
-    const void *fns[] = {(const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 1>,
-                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 1>,
-                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 4>,
-                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 4>,
-                         (const void *)fhd_im2col_hwc_kernel<1>,
-                         (const void *)fhd_im2col_hwc_kernel<4>,
-                         (const void *)fhd_conv_permute_kernel,
-                         (const void *)fhd_conv_flatten_kernel,
-                         (const void *)fhd_conv_dz_kernel<true>,
-                         (const void *)fhd_conv_dz_kernel<false>};
+    typedef __nv_bfloat16 bf;
+    const void *fns[] = {(const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 1, float>,
+                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 1, float>,
+                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 4, float>,
+                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 4, float>,
+                         (const void *)fhd_im2col_hwc_kernel<1, float>,
+                         (const void *)fhd_im2col_hwc_kernel<4, float>,
+                         (const void *)fhd_conv_permute_kernel<float>,
+                         (const void *)fhd_conv_flatten_kernel<float>,
+                         (const void *)fhd_conv_dz_kernel<true, float>,
+                         (const void *)fhd_conv_dz_kernel<false, float>,
+                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 1, bf>,
+                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 1, bf>,
+                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 4, bf>,
+                         (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 4, bf>,
+                         (const void *)fhd_im2col_hwc_kernel<1, bf>,
+                         (const void *)fhd_im2col_hwc_kernel<4, bf>,
+                         (const void *)fhd_conv_permute_kernel<bf>,
+                         (const void *)fhd_conv_flatten_kernel<bf>,
+                         (const void *)fhd_conv_dz_kernel<true, bf>,
+                         (const void *)fhd_conv_dz_kernel<false, bf>};
     for (const void *f : fns) {
         cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)

@@ -11,6 +11,10 @@
  * build col, put dcol back (col2im), and move between channels-last and the (C, H, W) order the
  * linear torso sees (nn.Flatten), with the ReLU backward and the bias-gradient partials folded
  * into the kernels that produce each layer's dz.
+ * bf16 (matmul_precision "bf16", docs/design.md section 4): col, the activations, the flat
+ * output and dz are __nv_bfloat16 (the GEMMs' operands: col and layer 0's scaled input rounded
+ * once, the activations already rounded by their GEMM's epilogue); dcol, dflat and the bias
+ * partials stay float. Else all float.
  */
 #ifndef FHD_KERNELS_CONV_CUH
 #define FHD_KERNELS_CONV_CUH
@@ -34,30 +38,32 @@ enum { FHD_CONV_IN_NHWC = 0, FHD_CONV_IN_F32 = 1, FHD_CONV_IN_U8 = 2 };
  *   (cin, kh, kw) order;
  *   a channels-last activation (FHD_CONV_IN_NHWC): column (kh k + kw) cin + ci, so that reads
  *   and writes are both contiguous; the GEMMs then take W in that order
- *   (fhd__cuda_conv_permute). */
-cudaError_t fhd__cuda_im2col(float *col, const void *x, int kind, float scale, uint64_t x_stride,
-                             uint32_t n, const fhd__conv_geom *g, cudaStream_t stream);
+ *   (fhd__cuda_conv_permute).
+ * bf16: col bf16 (rounded), and a channels-last x is bf16 too; else both float. */
+cudaError_t fhd__cuda_im2col(void *col, const void *x, int kind, float scale, uint64_t x_stride,
+                             uint32_t n, const fhd__conv_geom *g, int bf16, cudaStream_t stream);
 
 /* flat (n, cout hw)[i][c hw + p] = y (n hw, cout)[i hw + p][c]: the last conv layer's output in
- * nn.Flatten's (C, H, W) order, the linear torso's input. */
-cudaError_t fhd__cuda_conv_flatten(float *flat, const float *y, uint32_t n, uint32_t hw,
-                                   uint32_t c, cudaStream_t stream);
+ * nn.Flatten's (C, H, W) order, the linear torso's input (both bf16 with bf16, else float). */
+cudaError_t fhd__cuda_conv_flatten(void *flat, const void *y, uint32_t n, uint32_t hw, uint32_t c,
+                                   int bf16, cudaStream_t stream);
 
 /* Weights between the PyTorch order (cout, cin, k, k) and the channels-last column order
  * (cout, k, k, cin) of the layers above the first: job j moves cout cin k k elements src -> dst
  * (back: dst in PyTorch order from src in channels-last order); end[j] is the running total of
- * elements. One launch for all jobs. */
+ * elements. One launch for all jobs. src is float; dst float, or with bf16 (not back) bf16,
+ * rounded. */
 #define FHD_CONV_PERM_JOBS 16
 typedef struct fhd__conv_perm_job {
     const float *src;
-    float *dst;
+    void *dst;
     uint32_t cin, k;
 } fhd__conv_perm_job;
 typedef struct fhd__conv_perm_args {
     fhd__conv_perm_job job[FHD_CONV_PERM_JOBS];
     uint64_t end[FHD_CONV_PERM_JOBS];
     uint32_t njobs;
-    int back;
+    int back, bf16;
 } fhd__conv_perm_args;
 cudaError_t fhd__cuda_conv_permute(const fhd__conv_perm_args *a, cudaStream_t stream);
 
@@ -69,11 +75,12 @@ cudaError_t fhd__cuda_conv_permute(const fhd__conv_perm_args *a, cudaStream_t st
  *                                     the position, kh then kw
  * partial (parts, c): part j's sum of dz[.][c] over its chunks of 128 rows (j, j + parts, ...),
  * parts = fhd__cuda_conv_dz_parts(n hw) <= 512; the optimiser's norm pass adds them up (a bias
- * segment). No atomics: deterministic. */
+ * segment). No atomics: deterministic. src (dflat or dcol) and partial are float; dz and h bf16
+ * with bf16 (dz rounded once, the partials summed from the fp32 values), else float. */
 uint32_t fhd__cuda_conv_dz_parts(uint64_t rows);
-cudaError_t fhd__cuda_conv_dz(float *dz, float *partial, const float *h, const float *src,
+cudaError_t fhd__cuda_conv_dz(void *dz, float *partial, const void *h, const float *src,
                               int from_flat, uint32_t n, uint32_t hw, uint32_t c,
-                              const fhd__conv_geom *g, cudaStream_t stream);
+                              const fhd__conv_geom *g, int bf16, cudaStream_t stream);
 
 cudaError_t fhd__cuda_conv_preload(void);
 

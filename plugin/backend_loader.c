@@ -61,9 +61,9 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
     return ops;
 }
 
-/* What of the config the CUDA module cannot run yet (spectral norm on conv layers, bf16 GEMMs
- * with a conv torso, pruning with spectral norm, detailed_metrics with pruning and distributed
- * are CPU-only for now), or NULL, with the JSON path.
+/* What of the config the CUDA module cannot run yet (spectral norm on conv layers, pruning
+ * with spectral norm, detailed_metrics with pruning and distributed are CPU-only for now), or
+ * NULL, with the JSON path.
  * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
  * failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
@@ -71,12 +71,6 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
         *path = "$.spectral_norm";
         return "spectral norm on conv layers (spectral_norm \"all\" with a conv torso; \"last\" "
                "runs there)";
-    }
-    if (c->num_conv > 0 && c->matmul_precision == FHD_PREC_BF16) {
-        *path = "$.matmul_precision";
-        return "bf16 GEMMs with a conv torso (matmul_precision \"bf16\" with conv layers: the "
-               "im2col, flatten and conv-dz kernels read and write fp32; an MLP runs in bf16 "
-               "there)";
     }
     if (c->prune_sparsity > 0.0 && c->detailed_metrics) {
         /* the per-branch head norms are taken beside the head's dW GEMM, before the mask */

@@ -9,9 +9,9 @@
 #include "host_bench.h"
 
 const char *const bench_default_names[] = {
-    "C0", "B1",       "B1-sn",   "U1",       "A1",      "A1-tf32f",
-    "A2", "A2-tf32f", "B2-fp32", "B2-tf32f", "B2-tf32", "B2-bf16",
-    "B3", "B3-tf32f", "B3-tf32", "B3-bf16",  NULL,
+    "C0", "B1",       "B1-sn",   "U1",      "A1",       "A1-tf32f", "A1-bf16",
+    "A2", "A2-tf32f", "A2-bf16", "B2-fp32", "B2-tf32f", "B2-tf32",  "B2-bf16",
+    "B3", "B3-tf32f", "B3-tf32", "B3-bf16", NULL,
 };
 
 /* Over every preset: the bench writes the replay itself, so updates start at once. */

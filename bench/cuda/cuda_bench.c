@@ -10,8 +10,9 @@
  *
  *   cuda_bench [NAME ...]     NAME a preset of bench/presets, PRESET-fp32|tf32f|tf32|bf16 or
  *                             U1 (bench_configs.h: the rule and the default list, C0 B1 B1-sn
- *                             U1 A1 A1-tf32f A2 A2-tf32f B2-fp32 B2-tf32f B2-tf32 B2-bf16 B3
- *                             B3-tf32f B3-tf32 B3-bf16); run in the order given
+ *                             U1 A1 A1-tf32f A1-bf16 A2 A2-tf32f A2-bf16 B2-fp32 B2-tf32f
+ *                             B2-tf32 B2-bf16 B3 B3-tf32f B3-tf32 B3-bf16); run in the order
+ *                             given
  *   cuda_bench --configs [NAME ...]   each name's config JSON, checked by the config parser
  *                             (no GPU needed)
  * FHD_BENCH_AUTOTUNE=off|fast|full sets the configs' autotune key; FHD_BENCH_PLAN prints the

@@ -67,6 +67,7 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
     if (b->has_sn)
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn_eval, s));
     const fhd__cuda_img *g = b->img;
+    FHD_TRY(fhd__cuda_bf16_record_act_weights(b, s)); /* bf16: before the first GEMM reads them */
     if (lo->NC) { /* raw rows up; the conv torso's first im2col converts and scales them */
         void *x = g->u8 ? (void *)g->act_x8 : (void *)b->act_x;
         FHD_CK(b, cudaMemcpyAsync(x, b->h_act_obs, (size_t)m * lo->S * (g->u8 ? 1 : sizeof(float)),
@@ -82,7 +83,7 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
         if (g->cvt) /* obs_scale != 1, in place */
             FHD_CK(b, fhd__cuda_convert(b->act_x, b->act_x, 0, (uint64_t)m * lo->S, g->scale, s));
     }
-    FHD_TRY(fhd__cuda_bf16_record_act(b, m, s)); /* bf16: the online weights and the input */
+    FHD_TRY(fhd__cuda_bf16_record_act_input(b, m, s)); /* bf16 without conv: the input */
     for (uint32_t l = 0; l <= lo->L; l++)
         FHD_TRY(fhd__gemm_run(b, &p->fwd[l], s, b->ws_main));
     /* the greedy actions written by the kernel into the mapped pinned buffer (a copy node after

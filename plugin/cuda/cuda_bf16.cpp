@@ -10,7 +10,8 @@
  *             update, tensor_write, a checkpoint load) and no writer needs to know of it; act's
  *             graph converts the online part itself
  *   layer 0   bf.x: mlp_in's rows_on rows converted on s0 (all 2B with pair_fwd0), bf.x_tg:
- *             the target's B rows on s1 before its forward
+ *             the target's B rows on s1 before its forward; below a conv torso written in
+ *             bf16 by its flatten (cuda_conv.cpp, whose own operands are bf16 too)
  *   hidden    bf.h / bf.tg_a / bf.tg_b: written by the forward GEMMs' bias+ReLU epilogue as
  *             bf16 (with the bf16 bias of bf.w), the next forward's and the dW GEMM's operand
  *   head      its output stays fp32 (h[L], head_t): the loss kernel reads it as before
@@ -48,7 +49,7 @@ void fhd__cuda_bf16_plan_buffers(fhd__backend *b, struct fhd__alloc_list *p) {
         fhd__cuda_alloc_add(p, &bf->dz[l], B * (l == lo->L ? b->HOs : lo->layers[l].out) * h);
     fhd__cuda_alloc_add(p, &bf->tg_a, B * W * h);
     fhd__cuda_alloc_add(p, &bf->tg_b, B * W * h);
-    fhd__cuda_alloc_add(p, &bf->act_x, R * lo->S * h);
+    fhd__cuda_alloc_add(p, &bf->act_x, R * in0 * h); /* in0: S, or F below a conv torso */
     fhd__cuda_alloc_add(p, &bf->act_a, R * W * h);
     fhd__cuda_alloc_add(p, &bf->act_b, R * W * h);
 }
@@ -81,7 +82,7 @@ int32_t fhd__cuda_bf16_record_weights(fhd__backend *b, cudaStream_t s) {
 }
 
 int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int net, cudaStream_t s) {
-    if (!b->bf.on)
+    if (!b->bf.on || b->lo.NC) /* a conv torso's flatten writes bf.x and bf.x_tg */
         return FHD_OK;
     const uint64_t in0 = b->lo.layers[0].in;
     if (net == 0) /* online(s) [and online(s')]; with the pair, the target's rows too */
@@ -100,11 +101,15 @@ int32_t fhd__cuda_bf16_record_head_dz(fhd__backend *b, cudaStream_t s) {
     return FHD_OK;
 }
 
-int32_t fhd__cuda_bf16_record_act(fhd__backend *b, uint32_t rows, cudaStream_t s) {
-    if (!b->bf.on)
-        return FHD_OK;
-    FHD_CK(b, fhd__cuda_to_bf16(b->bf.w, b->params, b->P, s)); /* the online weights as now */
-    FHD_CK(b, fhd__cuda_to_bf16(b->bf.act_x, b->act_x, (uint64_t)rows * b->lo.S, s));
+int32_t fhd__cuda_bf16_record_act_weights(fhd__backend *b, cudaStream_t s) {
+    if (b->bf.on) /* the online weights as they are now */
+        FHD_CK(b, fhd__cuda_to_bf16(b->bf.w, b->params, b->P, s));
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_bf16_record_act_input(fhd__backend *b, uint32_t rows, cudaStream_t s) {
+    if (b->bf.on && !b->lo.NC) /* a conv torso's flatten writes bf.act_x */
+        FHD_CK(b, fhd__cuda_to_bf16(b->bf.act_x, b->act_x, (uint64_t)rows * b->lo.S, s));
     return FHD_OK;
 }
 

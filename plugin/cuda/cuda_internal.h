@@ -226,28 +226,36 @@ typedef struct fhd__act_plans {
 
 /* The convolutional torso (cuda_conv.cpp; NC = 0: none). Shapes: rows_on online images, B
  * target / backward images, hw_c and ckk_c of layer c, F the linear torso's input, R act rows;
- * every activation channels-last (images hw_c, cout_c). */
+ * every activation channels-last (images hw_c, cout_c). The buffers marked T hold bf16 with
+ * bf16 GEMMs (bf16: the GEMMs' operands), float otherwise. */
 typedef struct fhd__cuda_conv {
     uint32_t NC;
+    int bf16;     /* matmul_precision "bf16" (plan.bf16) */
     fhd__conv_geom g[FHD_MAX_CONV_LAYERS];
     int in_kind;  /* FHD_CONV_IN_U8 or FHD_CONV_IN_F32: what layer 0 reads */
     float scale;  /* obs_scale */
     uint32_t F;
-    float *col_on[FHD_MAX_CONV_LAYERS]; /* (rows_on hw_c, ckk_c), kept for dW; layer 0's over
+    void *col_on[FHD_MAX_CONV_LAYERS];  /* T (rows_on hw_c, ckk_c), kept for dW; layer 0's over
                                          * all 2B batch images (the target reads next_obs's) */
-    float *y_on[FHD_MAX_CONV_LAYERS];   /* (rows_on hw_c, cout_c) */
-    float *col_tg, *y_tg[2];            /* (B max hw ckk), (B max hw cout) x2: target(s') */
-    float *flat_on, *flat_tg;           /* (rows_on, F), (B, F): the linear torso's inputs */
+    void *y_on[FHD_MAX_CONV_LAYERS];    /* T (rows_on hw_c, cout_c) */
+    void *col_tg, *y_tg[2];             /* T (B max hw ckk), (B max hw cout) x2: target(s') */
+    float *flat_on, *flat_tg;           /* (rows_on, F), (B, F): the linear torso's inputs (bf16:
+                                         * unused, the flatten writes bf.x and bf.x_tg) */
     float *dflat;                       /* (B, F) */
-    float *dz[FHD_MAX_CONV_LAYERS];     /* (B hw_c, cout_c) */
+    void *dz[FHD_MAX_CONV_LAYERS];      /* T (B hw_c, cout_c) */
     float *dcol;                        /* (B max hw ckk) */
     float *bpart[FHD_MAX_CONV_LAYERS];  /* (bparts_c, cout_c) bias-gradient partials */
     uint32_t bparts[FHD_MAX_CONV_LAYERS];
-    float *act_col, *act_y[2], *act_flat; /* act: (R max hw ckk), (R max hw cout) x2, (R, F) */
+    void *act_col, *act_y[2];           /* act: T (R max hw ckk), (R max hw cout) x2 */
+    float *act_flat;                    /* act: (R, F) (bf16: unused, the flatten writes bf.act_x) */
+    /* bf16: the fp32 product of a forward GEMM without a bf16 bias+ReLU epilogue (fhd__gemm's
+     * C32): y32 (max(rows_on, R) max hw cout) online and act, y32_tg (B max hw cout) target */
+    float *y32, *y32_tg;
     /* the weights of the layers above the first in channels-last column order (kernels/
-     * conv.cuh): wperm (2 wp_total: online, target), layer c at wp_off[c]; their gradients in
-     * that order (dwperm, wp_total), put back into grad by perm_back */
-    float *wperm, *dwperm;
+     * conv.cuh): wperm (T, 2 wp_total: online, target), layer c at wp_off[c]; their gradients in
+     * that order (dwperm, wp_total, float), put back into grad by perm_back */
+    void *wperm;
+    float *dwperm;
     uint64_t wp_off[FHD_MAX_CONV_LAYERS], wp_total;
     fhd__conv_perm_args perm_fwd, perm_act, perm_back;
     fhd__gemm fwd_on[FHD_MAX_CONV_LAYERS], fwd_tg[FHD_MAX_CONV_LAYERS];
@@ -460,11 +468,14 @@ const void *fhd__cuda_op_dz(const fhd__backend *b, uint32_t l);
 const void *fhd__cuda_op_w(const fhd__backend *b, int net, uint64_t off);
 /* Record the conversions: the weights (both networks) and layer 0's input of online(s) (all 2B
  * rows with pair_fwd0) on s0 before the forward; the target's layer-0 input on s1 before its
- * forward; the head's output gradient after the loss kernel; act's weights and input. */
+ * forward; the head's output gradient after the loss kernel; act's online weights (before the
+ * conv torso reads them) and input. With a conv torso there is no input conversion: its
+ * flatten writes layer 0's bf16 input itself. */
 int32_t fhd__cuda_bf16_record_weights(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int net, cudaStream_t s);
 int32_t fhd__cuda_bf16_record_head_dz(fhd__backend *b, cudaStream_t s);
-int32_t fhd__cuda_bf16_record_act(fhd__backend *b, uint32_t rows, cudaStream_t s);
+int32_t fhd__cuda_bf16_record_act_weights(fhd__backend *b, cudaStream_t s);
+int32_t fhd__cuda_bf16_record_act_input(fhd__backend *b, uint32_t rows, cudaStream_t s);
 /* Layer l's ReLU backward (l < L): dz_l from the dx GEMM's output (+ dx2), its bias partials. */
 int32_t fhd__cuda_bf16_relu_backward(fhd__backend *b, uint32_t l, const float *dx2, cudaStream_t s);
 /* cuda_setup.cpp */
