@@ -17,7 +17,8 @@
  *       increment by its last block.
  * Both kernels split the buffer into segments (each weight matrix, each bias vector) and hand
  * each block a fixed chunk of one segment; the norm kernel also turns the bias segments'
- * column partials into their gradient.
+ * column partials into their gradient. The kernels are optim.cu's; the passes' device code
+ * optim_norm.cuh's and optim_adam.cuh's.
  */
 #ifndef FHD_KERNELS_OPTIM_CUH
 #define FHD_KERNELS_OPTIM_CUH
