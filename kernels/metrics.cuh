@@ -23,6 +23,8 @@
 typedef struct fhd__detail_args {
     const float *w;       /* (nrows, H) W_head's action rows (after V's with dueling), online */
     const float *g;       /* (nrows, H) their gradient as the head's dW GEMM left it */
+    const float *mask;    /* (nrows, H) their pruning masks where the head is pruned (the norm is
+                           * the masked gradient's, as the CPU's), else NULL */
     uint32_t H, nrows, D; /* the head's input width, KT, branches */
     uint32_t k_off[FHD_DEV_DETAIL_BRANCHES + 1]; /* branch d: rows [k_off[d], k_off[d + 1]) */
     double *rows;               /* (nrows, 2) scratch: each row's sum W^2, sum g^2 */

@@ -92,12 +92,13 @@ static __device__ __forceinline__ void adam_range(const fhd__opt_args &a, int si
 }
 
 /* Loads of all PER elements but the gradient's, each issued before any is used: the
- * weights, moments and (SN) u_i, v_j. */
+ * weights, moments and (SN) u_i, v_j (pruned: the mask). */
 template <bool SN, int PER>
 static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in<PER> &R) {
     const fhd__opt_segment &S = *R.S;
     const bool sn = SN && S.sn >= 0;
     const float *u = sn ? a.sn[S.sn].u : nullptr, *v = sn ? a.sn[S.sn].v : nullptr;
+    const float *mk = sn ? a.sn[S.sn].mask : nullptr;
     const uint32_t k = sn ? a.sn[S.sn].k : 1u;
     const fhd_divisor kdiv = sn ? a.sn[S.sn].kdiv : fhd_divisor{1u, 1u, 0u, 0u};
 #pragma unroll
@@ -112,6 +113,8 @@ static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in
             const uint32_t row = fhd_divide(kdiv, loc);
             R.ur[j] = in ? u[row] : 0.0f;
             R.vc[j] = in ? v[loc - row * k] : 0.0f;
+            if (mk) /* pruned: u_i taken as 0, so that g' is 0 (fhd__opt_sn.mask) */
+                R.ur[j] = in && mk[loc] != 0.0f ? R.ur[j] : 0.0f;
         }
     }
 }
@@ -136,12 +139,13 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
             const float step = ci.step, bc2_sqrt = ci.bc2_sqrt;
             const float wd = (float)a.weight_decay;
             const float decay = (float)__dsub_rn(1.0, __dmul_rn(a.lr, a.weight_decay));
-            const float *u = nullptr, *v = nullptr;
+            const float *u = nullptr, *v = nullptr, *mk = nullptr;
             float sc = 0.0f, sinv = 1.0f;
             uint32_t k = 1;
             if (SN && S.sn >= 0) {
                 u = a.sn[S.sn].u;
                 v = a.sn[S.sn].v;
+                mk = a.sn[S.sn].mask;
                 k = a.sn[S.sn].k;
                 sc = ci.sn_c[S.sn];
                 sinv = ci.sn_inv[S.sn];
@@ -160,6 +164,8 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
                     const uint32_t loc = in ? (uint32_t)(e - S.off) : 0u;
                     ur[j] = in ? u[loc / k] : 0.0f;
                     vc[j] = in ? v[loc % k] : 0.0f;
+                    if (mk) /* pruned: u_i taken as 0, so that g' is 0 (fhd__opt_sn.mask) */
+                        ur[j] = in && mk[loc] != 0.0f ? ur[j] : 0.0f;
                 }
             }
 #pragma unroll

@@ -108,7 +108,7 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
                     s0 += (double)g[k] * g[k];
             } else {
                 const fhd__opt_sn &L = a.sn[S.sn];
-                float w[PER], ur[PER], vc[PER];
+                float w[PER], ur[PER], vc[PER], mk[PER];
 #pragma unroll
                 for (int k = 0; k < PER; k++) {
                     const uint64_t e = start + (uint64_t)k * OPT_THREADS + threadIdx.x;
@@ -118,6 +118,7 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
                     w[k] = in ? a.params[e] : 0.0f;
                     ur[k] = in ? L.u[row] : 0.0f;
                     vc[k] = in ? L.v[loc - row * L.k] : 0.0f;
+                    mk[k] = in && L.mask ? L.mask[loc] : 0.0f;
                 }
 #pragma unroll
                 for (int k = 0; k < PER; k++) {
@@ -125,6 +126,13 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
                     s1 += gd * gd;
                     s2 += gd * (double)w[k];
                     s3 += gd * (double)ur[k] * (double)vc[k];
+                }
+                if (L.mask) { /* pruned: sum 0 is that of (u_i v_j)^2 over the kept entries */
+#pragma unroll
+                    for (int k = 0; k < PER; k++) {
+                        const double uv = mk[k] != 0.0f ? (double)ur[k] * (double)vc[k] : 0.0;
+                        s0 += uv * uv;
+                    }
                 }
             }
         }
@@ -159,10 +167,16 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
         sn_vv[l] = a.sn[l].norms[1];
     }
     /* a warp a segment (one round up to eight segments): without spectral norm its sum 0,
-     * with it its sums 1 to 3 side by side, each in the same order as alone */
+     * with it its sums 1 to 3 side by side (pruned: 0 to 3), each in the same order as alone */
     for (uint32_t sg = warp; sg < a.nseg; sg += OPT_THREADS / 32) {
         const double *p = a.partial + (size_t)a.seg[sg].block0 * 4;
-        if (SN && a.seg[sg].sn >= 0) {
+        if (SN && a.seg[sg].sn >= 0 && a.sn[a.seg[sg].sn].mask) {
+            double acc[4];
+            fhd_warp_sum_strided_n<double, 4>(p, a.seg[sg].nblocks, 4, acc);
+            if (lane == 0)
+                for (int q = 0; q < 4; q++)
+                    segsum[sg][q] = acc[q];
+        } else if (SN && a.seg[sg].sn >= 0) {
             double acc[3];
             fhd_warp_sum_strided_n<double, 3>(p + 1, a.seg[sg].nblocks, 4, acc);
             if (lane == 0)
@@ -186,9 +200,15 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
             const float sigma = sn_sigma[l];
             const float inv = 1.0f / sigma;
             const float c = (float)(segsum[s][2] / ((double)sigma * sigma));
+            /* sum of (u_i v_j)^2 over the entries: |u|^2 |v|^2, or pruned the kept ones' */
             const double uu = sn_uu[l], vv = sn_vv[l];
-            double part = (double)inv * inv * segsum[s][1] - 2.0 * (double)c * inv * segsum[s][3] +
-                          (double)c * c * uu * vv;
+            double part;
+            if (a.sn[l].mask)
+                part = (double)inv * inv * segsum[s][1] - 2.0 * (double)c * inv * segsum[s][3] +
+                       (double)c * c * segsum[s][0];
+            else
+                part = (double)inv * inv * segsum[s][1] - 2.0 * (double)c * inv * segsum[s][3] +
+                       (double)c * c * uu * vv;
             part = part > 0.0 ? part : 0.0;
             total += part;
             segsum[s][0] = part;
