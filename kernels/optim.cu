@@ -8,18 +8,20 @@
 #include "optim_adam.cuh"
 #include "optim_norm.cuh"
 
+/* The two-kernel pass (where cooperative launch is missing): every spectral-norm path compiled
+ * in, each taken by the plan's values. */
 template <int MAXX, int PER>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_clip_grad_norm_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
-    norm_block<MAXX, true, PER>(a, blockIdx.x, red);
+    norm_block<MAXX, true, PER, true>(a, blockIdx.x, red);
     if (!fhd_last_block_done(a.done_norm, gridDim.x))
         return;
     __shared__ float sc[2];
     const uint64_t t = a.st->updates + 1; /* the Adam kernel after this one raises it */
     if (threadIdx.x == 0)
         fhd_adam_scalars(a.lr, a.beta1, a.beta2, t, &sc[0], &sc[1]);
-    finish_norm<true>(a, a.clip, sc[0], sc[1], (int)(t & 1)); /* its barriers publish sc */
+    finish_norm<true, true>(a, a.clip, sc[0], sc[1], (int)(t & 1)); /* its barriers publish sc */
     /* the norm reaches the record with the guard's decision, by the Adam kernel's last block */
 }
 
@@ -30,7 +32,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
     const bool due = (t % a.target_interval) == 0;
     const int32_t skip = a.clip->skip; /* the guard: nothing applied */
     if (!skip)
-        adam_block<true, PER>(a, blockIdx.x, t, due, *a.clip);
+        adam_block<true, PER, true>(a, blockIdx.x, t, due, *a.clip);
     if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0)
         fhd_guard_publish(a, skip, a.clip->norm, t); /* every block has read the counter */
 }
@@ -60,7 +62,7 @@ static __device__ __forceinline__ void publish(const fhd__opt_args &a, const fhd
  * blockIdx.x + gridDim.x, ... of each pass: the norm pass, a grid barrier, the norm and clip
  * coefficient computed by every block (the same sums in the same order: the same values), the
  * Adam pass. One graph node instead of two on the update's critical path. */
-template <int MAXX, bool SN, int PER>
+template <int MAXX, bool SN, int PER, bool MK>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_opt_fused_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
@@ -71,17 +73,17 @@ __global__ void __launch_bounds__(OPT_THREADS)
      * would delay block 0's arrival at the barrier) */
     const float pre_step = __ldcg(&a.clip->pre_step), pre_bc2 = __ldcg(&a.clip->pre_bc2_sqrt);
     for (uint32_t blk = blockIdx.x; blk < a.nblocks; blk += gridDim.x)
-        norm_block<MAXX, SN, PER>(a, blk, red);
+        norm_block<MAXX, SN, PER, MK>(a, blk, red);
     /* the grid barrier orders the partials (thread 0 writes them; it is the block's master,
      * whose arrival is a release at GPU scope, and the wait an acquire): no __threadfence in
      * every thread before it, which would only delay the arrival */
     cooperative_groups::this_grid().sync();
-    finish_norm<SN>(a, &ci, pre_step, pre_bc2, blockIdx.x == 0 ? (int)(t & 1) : -1);
+    finish_norm<SN, MK>(a, &ci, pre_step, pre_bc2, blockIdx.x == 0 ? (int)(t & 1) : -1);
     publish(a, ci, t);
     if (ci.skip) /* the guard: parameters, moments, target and SN copy unchanged */
         return;
     for (uint32_t blk = blockIdx.x; blk < a.nblocks + a.sn_blocks; blk += gridDim.x)
-        adam_block<SN, PER>(a, blk, t, due, ci);
+        adam_block<SN, PER, MK>(a, blk, t, due, ci);
 }
 
 /* The fused pass where the grid covers both passes (fhd__cuda_opt_fused_grid says where that
@@ -89,7 +91,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
  * and SN vectors before the grid barrier, and the gradient's (the norm pass writes the summed
  * parts and bias gradients into it) after. A kernel of its own: one kernel with both forms
  * doubles the code of each, and is slower. */
-template <int MAXX, bool SN, int PER>
+template <int MAXX, bool SN, int PER, bool MK>
 __global__ void __launch_bounds__(OPT_THREADS,
                                   1) /* the inputs held across the barrier: no spills */
     fhd_opt_fused_kernel_one(const __grid_constant__ fhd__opt_args a) {
@@ -101,14 +103,14 @@ __global__ void __launch_bounds__(OPT_THREADS,
     const uint32_t blk = blockIdx.x;
     const int si = blk < a.nblocks ? find_segment(a, blk) : -1;
     if (blk < a.nblocks)
-        norm_block<MAXX, SN, PER>(a, blk, red);
+        norm_block<MAXX, SN, PER, MK>(a, blk, red);
     adam_in<PER> R;
     if (si >= 0) {
         adam_range(a, si, R);
-        adam_load<SN, PER>(a, R);
+        adam_load<SN, PER, MK>(a, R);
     }
     cooperative_groups::this_grid().sync();
-    finish_norm<SN>(a, &ci, pre_step, pre_bc2, blockIdx.x == 0 ? (int)(t & 1) : -1);
+    finish_norm<SN, MK>(a, &ci, pre_step, pre_bc2, blockIdx.x == 0 ? (int)(t & 1) : -1);
     publish(a, ci, t);
     if (ci.skip) /* the guard: parameters, moments, target and SN copy unchanged */
         return;
@@ -157,19 +159,29 @@ static bool many_parts(const fhd__opt_args *a) {
 }
 
 /* The fused kernels' instance for a plan: the loop or the one-pass form, one further part or
- * more, with or without the spectral-norm paths (code a plan does not run is code its SMs do
- * not fetch). */
-template <bool ONE, int MAXX, bool SN, int PER> static const void *fused_instance() {
-    return ONE ? (const void *)fhd_opt_fused_kernel_one<MAXX, SN, PER>
-               : (const void *)fhd_opt_fused_kernel<MAXX, SN, PER>;
+ * more, without the spectral-norm paths, with them, or with them and their masked correction
+ * (pruning: fhd__opt_sn.mask) (code a plan does not run is code its SMs do not fetch). */
+template <bool ONE, int MAXX, bool SN, int PER, bool MK> static const void *fused_instance() {
+    return ONE ? (const void *)fhd_opt_fused_kernel_one<MAXX, SN, PER, MK>
+               : (const void *)fhd_opt_fused_kernel<MAXX, SN, PER, MK>;
+}
+
+static bool masked_sn(const fhd__opt_args *a) {
+    for (uint32_t l = 0; l < a->nsn; l++)
+        if (a->sn[l].mask)
+            return true;
+    return false;
+}
+
+template <bool ONE, int MAXX, int PER> static const void *fused_sn(const fhd__opt_args *a) {
+    if (a->nsn == 0)
+        return fused_instance<ONE, MAXX, false, PER, false>();
+    return masked_sn(a) ? fused_instance<ONE, MAXX, true, PER, true>()
+                        : fused_instance<ONE, MAXX, true, PER, false>();
 }
 
 template <bool ONE, int PER> static const void *fused_instance(const fhd__opt_args *a) {
-    const bool many = many_parts(a), sn = a->nsn > 0;
-    if (many)
-        return sn ? fused_instance<ONE, FHD_OPT_MAX_EXTRA, true, PER>()
-                  : fused_instance<ONE, FHD_OPT_MAX_EXTRA, false, PER>();
-    return sn ? fused_instance<ONE, 1, true, PER>() : fused_instance<ONE, 1, false, PER>();
+    return many_parts(a) ? fused_sn<ONE, FHD_OPT_MAX_EXTRA, PER>(a) : fused_sn<ONE, 1, PER>(a);
 }
 
 template <bool ONE> static const void *fused_instance(const fhd__opt_args *a) {
@@ -278,19 +290,22 @@ cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaS
     return cudaLaunchKernelExC(&cfg, fused_kernel(a, a->one_pass != 0), args);
 }
 
+/* The three spectral-norm forms of one fused kernel (fused_sn). */
+template <bool ONE, int MAXX, int PER> static void fused_forms(const void **k) {
+    k[0] = fused_instance<ONE, MAXX, false, PER, false>();
+    k[1] = fused_instance<ONE, MAXX, true, PER, false>();
+    k[2] = fused_instance<ONE, MAXX, true, PER, true>();
+}
+
 template <int PER> static cudaError_t preload_per() {
     cudaFuncAttributes fa;
-    const void *k[] = {(const void *)fhd_clip_grad_norm_kernel<1, PER>,
-                       (const void *)fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, PER>,
-                       (const void *)fhd_adam_step_kernel<PER>,
-                       fused_instance<false, 1, false, PER>(),
-                       fused_instance<false, 1, true, PER>(),
-                       fused_instance<false, FHD_OPT_MAX_EXTRA, false, PER>(),
-                       fused_instance<false, FHD_OPT_MAX_EXTRA, true, PER>(),
-                       fused_instance<true, 1, false, PER>(),
-                       fused_instance<true, 1, true, PER>(),
-                       fused_instance<true, FHD_OPT_MAX_EXTRA, false, PER>(),
-                       fused_instance<true, FHD_OPT_MAX_EXTRA, true, PER>()};
+    const void *k[15] = {(const void *)fhd_clip_grad_norm_kernel<1, PER>,
+                         (const void *)fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, PER>,
+                         (const void *)fhd_adam_step_kernel<PER>};
+    fused_forms<false, 1, PER>(k + 3);
+    fused_forms<false, FHD_OPT_MAX_EXTRA, PER>(k + 6);
+    fused_forms<true, 1, PER>(k + 9);
+    fused_forms<true, FHD_OPT_MAX_EXTRA, PER>(k + 12);
     for (const void *f : k) {
         const cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)

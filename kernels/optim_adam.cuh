@@ -93,12 +93,12 @@ static __device__ __forceinline__ void adam_range(const fhd__opt_args &a, int si
 
 /* Loads of all PER elements but the gradient's, each issued before any is used: the
  * weights, moments and (SN) u_i, v_j (pruned: the mask). */
-template <bool SN, int PER>
+template <bool SN, int PER, bool MK>
 static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in<PER> &R) {
     const fhd__opt_segment &S = *R.S;
     const bool sn = SN && S.sn >= 0;
     const float *u = sn ? a.sn[S.sn].u : nullptr, *v = sn ? a.sn[S.sn].v : nullptr;
-    const float *mk = sn ? a.sn[S.sn].mask : nullptr;
+    const float *mk = MK && sn ? a.sn[S.sn].mask : nullptr;
     const uint32_t k = sn ? a.sn[S.sn].k : 1u;
     const fhd_divisor kdiv = sn ? a.sn[S.sn].kdiv : fhd_divisor{1u, 1u, 0u, 0u};
 #pragma unroll
@@ -122,7 +122,7 @@ static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in
 /* Block blk of the Adam pass (blocks past the segments copy the SN vectors when due). Its
  * arithmetic is adam_elem's, written out: through adam_elem this kernel's code grew by 256
  * bytes, and the optimiser's time follows its code (fhd_opt_fused_kernel_one). */
-template <bool SN, int PER>
+template <bool SN, int PER, bool MK>
 static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t t, bool due,
                                   const fhd__clip_info &ci) {
     if (blk < a.nblocks) {
@@ -145,7 +145,7 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
             if (SN && S.sn >= 0) {
                 u = a.sn[S.sn].u;
                 v = a.sn[S.sn].v;
-                mk = a.sn[S.sn].mask;
+                mk = MK ? a.sn[S.sn].mask : nullptr;
                 k = a.sn[S.sn].k;
                 sc = ci.sn_c[S.sn];
                 sinv = ci.sn_inv[S.sn];

@@ -28,11 +28,11 @@ static __device__ __forceinline__ int find_segment(const fhd__opt_args &a, uint3
 }
 
 /* Block blk of the norm pass: its chunk's partial sums (bias segments: the gradient itself
- * first, from the column partials) into partial[blk]. Called by whole blocks. */
-template <int MAXX, bool SN, int PER> /* MAXX: the most parts a segment's extra may have
-                                       * (registers: MAXX x PER); SN: a plan with spectrally
-                                       * normalised layers (without, their paths are not
-                                       * compiled in); PER: fhd__opt_args.per */
+ * first, from the column partials) into partial[blk]. Called by whole blocks. MAXX: the most
+ * parts a segment's extra may have (registers: MAXX x PER); SN: a plan with spectrally
+ * normalised layers, MK: some of them pruned (fhd__opt_sn.mask; without either, its paths are
+ * not compiled in); PER: fhd__opt_args.per. */
+template <int MAXX, bool SN, int PER, bool MK>
 static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *red) {
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     const int si = find_segment(a, blk);
@@ -118,7 +118,7 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
                     w[k] = in ? a.params[e] : 0.0f;
                     ur[k] = in ? L.u[row] : 0.0f;
                     vc[k] = in ? L.v[loc - row * L.k] : 0.0f;
-                    mk[k] = in && L.mask ? L.mask[loc] : 0.0f;
+                    mk[k] = MK && in && L.mask ? L.mask[loc] : 0.0f;
                 }
 #pragma unroll
                 for (int k = 0; k < PER; k++) {
@@ -127,7 +127,7 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
                     s2 += gd * (double)w[k];
                     s3 += gd * (double)ur[k] * (double)vc[k];
                 }
-                if (L.mask) { /* pruned: sum 0 is that of (u_i v_j)^2 over the kept entries */
+                if (MK && L.mask) { /* pruned: sum 0 is (u_i v_j)^2 over the kept entries */
 #pragma unroll
                     for (int k = 0; k < PER; k++) {
                         const double uv = mk[k] != 0.0f ? (double)ur[k] * (double)vc[k] : 0.0;
@@ -148,12 +148,13 @@ static __device__ void norm_block(const fhd__opt_args &a, uint32_t blk, double *
     }
 }
 
-/* The per-segment sums of every norm block's partials, in block order, then the global norm,
+/* The per-segment sums of every norm block's partials, in block order (SN, MK as norm_block's),
+ * then the global norm,
  * the clip coefficient, the SN gradient coefficients and Adam's bias corrections into *ci; one
  * block a launch also each segment's squared norm for detailed_metrics into slot det_slot (the
  * update's number t % 2; -1: not this block). Called by a whole block after every norm block
  * has written its partials. */
-template <bool SN>
+template <bool SN, bool MK>
 static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, float step,
                                    float bc2_sqrt, int det_slot) {
     __shared__ double segsum[FHD_OPT_MAX_SEGMENTS][4];
@@ -170,7 +171,7 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
      * with it its sums 1 to 3 side by side (pruned: 0 to 3), each in the same order as alone */
     for (uint32_t sg = warp; sg < a.nseg; sg += OPT_THREADS / 32) {
         const double *p = a.partial + (size_t)a.seg[sg].block0 * 4;
-        if (SN && a.seg[sg].sn >= 0 && a.sn[a.seg[sg].sn].mask) {
+        if (SN && MK && a.seg[sg].sn >= 0 && a.sn[a.seg[sg].sn].mask) {
             double acc[4];
             fhd_warp_sum_strided_n<double, 4>(p, a.seg[sg].nblocks, 4, acc);
             if (lane == 0)
@@ -203,7 +204,7 @@ static __device__ void finish_norm(const fhd__opt_args &a, fhd__clip_info *ci, f
             /* sum of (u_i v_j)^2 over the entries: |u|^2 |v|^2, or pruned the kept ones' */
             const double uu = sn_uu[l], vv = sn_vv[l];
             double part;
-            if (a.sn[l].mask)
+            if (MK && a.sn[l].mask)
                 part = (double)inv * inv * segsum[s][1] - 2.0 * (double)c * inv * segsum[s][3] +
                        (double)c * c * segsum[s][0];
             else
