@@ -15,8 +15,9 @@ __global__ void __launch_bounds__(DETAIL_THREADS)
     double sw = 0.0, sg = 0.0;
     if (row < a.nrows) {
         const float *w = a.w + (size_t)row * a.H, *g = a.g + (size_t)row * a.H;
+        const float *m = a.mask ? a.mask + (size_t)row * a.H : NULL;
         for (uint32_t c = lane; c < a.H; c += 32) {
-            const float x = w[c], y = g[c];
+            const float x = w[c], y = m && m[c] == 0.0f ? 0.0f : g[c];
             sw += (double)x * x;
             sg += (double)y * y;
         }

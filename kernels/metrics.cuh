@@ -3,9 +3,9 @@
  *
  * What the update already reduces carries most of it: q_delta is a column of the loss blocks'
  * statistics (td_loss.cuh), each layer's gradient norm comes from the optimiser's per-segment
- * sums (its norm pass's finish writes them, kernels/optim.cu). The per-branch norms of W_head's
- * action rows (weights before the update) and of their gradient need sums over row ranges that
- * no kernel forms: the row-norm kernel here, after the head's dW GEMM on that GEMM's branch
+ * sums (its norm pass's finish writes them, kernels/optim_norm.cuh). The per-branch norms of
+ * W_head's action rows (weights before the update) and of their gradient need sums over row ranges
+ * that no kernel forms: the row-norm kernel here, after the head's dW GEMM on that GEMM's branch
  * beside the backward (the one graph node detailed_metrics adds): one warp a row, FHD_DETAIL_ROWS
  * rows a block, each block's row sums in double into rows; its last block (last-block-done) sums
  * each branch's rows in a fixed order into the record's slot of the update (device_state.cuh).
@@ -23,6 +23,8 @@
 typedef struct fhd__detail_args {
     const float *w;       /* (nrows, H) W_head's action rows (after V's with dueling), online */
     const float *g;       /* (nrows, H) their gradient as the head's dW GEMM left it */
+    const float *mask;    /* (nrows, H) their pruning masks where the head is pruned (the norm is
+                           * the masked gradient's, as the CPU's), else NULL */
     uint32_t H, nrows, D; /* the head's input width, KT, branches */
     uint32_t k_off[FHD_DEV_DETAIL_BRANCHES + 1]; /* branch d: rows [k_off[d], k_off[d + 1]) */
     double *rows;               /* (nrows, 2) scratch: each row's sum W^2, sum g^2 */

@@ -8,16 +8,19 @@
  *       normalised layer also sum(g W) and sum(g u_i v_j), so that the gradient through
  *       W / sigma (fhd__sn_weight_backward: g' = g / sigma - c u v^T, c = sum(g W) / sigma^2) and
  *       its norm are known without a separate pass: |g'|^2 = S1/sigma^2 - 2 c S3/sigma +
- *       c^2 |u|^2 |v|^2. The last block finishes the norm and the clip coefficient
- *       (PyTorch clip_grad_norm_: max_norm / (norm + 1e-6) when below 1), and Adam's bias
- *       corrections of this step (two double pow, once per update rather than per thread).
- *   fhd__cuda_adam_step  reads them: g' (SN), clipping, Adam/AdamW (PyTorch semantics), the
- *       target update when the device counter says it is due (tau == 1 hard copy, else Polyak),
- *       the copy of the online spectral-norm vectors into the target's, and the counter
- *       increment by its last block.
+ *       c^2 |u|^2 |v|^2 (with pruning the gradient is masked after the correction: the kept
+ *       entries' sum of (u_i v_j)^2 for |u|^2 |v|^2, fhd__opt_sn.mask). The last block
+ *       finishes the norm and the clip coefficient (PyTorch clip_grad_norm_: max_norm / (norm
+ *       + 1e-6) when below 1), and Adam's bias corrections of this step (two double pow, once
+ *       per update rather than per thread).
+ *   fhd__cuda_adam_step  reads them: g' (SN; 0 where pruned), clipping, Adam/AdamW (PyTorch
+ *       semantics), the target update when the device counter says it is due (tau == 1 hard
+ *       copy, else Polyak), the copy of the online spectral-norm vectors into the target's,
+ *       and the counter increment by its last block.
  * Both kernels split the buffer into segments (each weight matrix, each bias vector) and hand
  * each block a fixed chunk of one segment; the norm kernel also turns the bias segments'
- * column partials into their gradient.
+ * column partials into their gradient. The kernels are optim.cu's; the passes' device code
+ * optim_norm.cuh's and optim_adam.cuh's.
  */
 #ifndef FHD_KERNELS_OPTIM_CUH
 #define FHD_KERNELS_OPTIM_CUH
@@ -62,6 +65,12 @@ typedef struct fhd__opt_sn {
     const float *u, *v;     /* online vectors after this update's power iteration */
     const float *sigma;     /* (1) online sigma */
     const float *norms;     /* (2) |u|^2, |v|^2 */
+    const float *mask;      /* (m k) the layer's pruning masks, as W (cuda_prune.cpp); NULL
+                             * without pruning. The gradient reaches the pass masked (0 where
+                             * pruned), so the CPU's mask after the correction, mask (g / sigma -
+                             * c u v^T), is the correction with u_i taken as 0 where pruned, and
+                             * |u|^2 |v|^2 in its norm becomes the kept entries' sum of
+                             * (u_i v_j)^2: the norm pass's sum 0 of the segment */
 } fhd__opt_sn;
 
 /* Written by the norm kernel's last block, read by the Adam kernel. */

@@ -61,9 +61,8 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
     return ops;
 }
 
-/* What of the config the CUDA module cannot run yet (spectral norm on conv layers, pruning
- * with spectral norm, detailed_metrics with pruning and distributed are CPU-only for now), or
- * NULL, with the JSON path.
+/* What of the config the CUDA module cannot run yet (spectral norm on conv layers and distributed
+ * are CPU-only for now), or NULL, with the JSON path.
  * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
  * failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
@@ -71,19 +70,6 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
         *path = "$.spectral_norm";
         return "spectral norm on conv layers (spectral_norm \"all\" with a conv torso; \"last\" "
                "runs there)";
-    }
-    if (c->prune_sparsity > 0.0 && c->detailed_metrics) {
-        /* the per-branch head norms are taken beside the head's dW GEMM, before the mask */
-        *path = "$.detailed_metrics";
-        return "detailed_metrics with magnitude pruning (the head's gradient norms would be "
-               "taken before the pruning mask)";
-    }
-    if (c->prune_sparsity > 0.0 && c->spectral_norm != FHD_SN_NONE) {
-        /* the gradient is masked after the spectral-norm correction, which the CUDA optimiser
-         * applies inside its fused norm and Adam pass (docs/design.md section 4, Pruning) */
-        *path = "$.prune_sparsity";
-        return "magnitude pruning with spectral norm (prune_sparsity > 0 with spectral_norm "
-               "\"last\" or \"all\"; without spectral norm it runs there)";
     }
     if (c->distributed.on) { /* NCCL there is separate work (docs/design.md section 10) */
         *path = "$.distributed";

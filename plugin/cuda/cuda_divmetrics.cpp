@@ -66,6 +66,13 @@ static int32_t detail_args(fhd__backend *b) {
     fhd__dev_record *rec = (fhd__dev_record *)(void *)b->st;
     d->w = b->params + first;
     d->g = b->grad + first;
+    /* pruning with the head in scope: its gradient is masked after this kernel (cuda_prune.cpp),
+     * so the kernel applies the masks itself */
+    for (uint32_t j = 0; b->mask && j < lo->num_masks; j++) {
+        fhd__tensor_ref t;
+        if (fhd__layout_mask(lo, j, &t) == 0 && t.offset <= first && first < t.offset + t.count)
+            d->mask = b->mask + first;
+    }
     d->H = hd->in;
     d->nrows = lo->KT;
     d->D = lo->D;

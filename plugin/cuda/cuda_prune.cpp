@@ -9,7 +9,9 @@
  * wherever the mask is 0, and so are their Adam moments after a selection. In the update:
  *   s0  (after every dW GEMM and the conv permutation back) the gradient masked, with layer
  *       0's further dW parts (split_dw0 / fuse_dw0), which the optimiser's norm pass adds in:
- *       clipping, the norm and Adam see the masked gradient, so a pruned weight stays 0
+ *       clipping, the norm and Adam see the masked gradient, so a pruned weight stays 0; a
+ *       spectrally normalised layer's correction, which the optimiser applies, is masked there
+ *       (its masks in fhd__opt_sn.mask; optim.cuh)
  *   s0  optimiser (Adam, target update, counter + 1)
  *   s0  the selection: FHD_PRUNE_PASSES histogram kernels and the apply kernel, each reading
  *       the device counter and the guard's decision and returning at once off a pruning update
@@ -44,12 +46,23 @@ int32_t fhd__cuda_prune_prepare(fhd__backend *b) {
         sg->count = t.count;
         sg->group = c->prune_global ? 0u : j;
         a->group_n[sg->group] += t.count;
-        /* the optimiser's further parts of this weight's gradient, if it has any */
-        for (uint32_t s = 0; s < b->a_opt.nseg; s++)
-            if (b->a_opt.seg[s].off == t.offset && b->a_opt.seg[s].extra) {
-                sg->extra = (float *)b->a_opt.seg[s].extra;
-                sg->nextra = b->a_opt.seg[s].nextra;
+        /* the optimiser's further parts of this weight's gradient, if it has any, and the
+         * masks of a spectrally normalised one for its correction (optim.cuh, fhd__opt_sn) */
+        for (uint32_t s = 0; s < b->a_opt.nseg; s++) {
+            fhd__opt_segment *os = &b->a_opt.seg[s];
+            if (os->off != t.offset)
+                continue;
+            if (os->extra) {
+                sg->extra = (float *)os->extra;
+                sg->nextra = os->nextra;
             }
+            if (os->sn >= 0) {
+                if (os->len != t.count)
+                    return fhd__cuda_failf(b, FHD_ERR_INTERNAL,
+                                           "pruning: mask view %u is not its layer's whole W", j);
+                b->a_opt.sn[os->sn].mask = b->mask + t.offset;
+            }
+        }
     }
     fhd__cuda_prune_plan(a);
     a->W = b->params;

@@ -266,7 +266,7 @@ static void prepare_opt(fhd__backend *b) {
         int32_t sn = -1;
         if (ly->sn) {
             fhd__opt_sn v = {ly->out, ly->in, fhd_divisor_make(ly->in), b->sn + ly->u_off,
-                             b->sn + ly->v_off, b->sn_sigma + l, b->sn_norms + 2 * l};
+                             b->sn + ly->v_off, b->sn_sigma + l, b->sn_norms + 2 * l, NULL};
             sn = (int32_t)a->nsn;
             a->sn[a->nsn++] = v;
         }

@@ -9,7 +9,7 @@
 #include <jansson.h>
 
 /* L's statistics of its latest update, after the queued work. */
-static fhd__update_stats stats_of(fhd_learner *L) {
+static inline fhd__update_stats stats_of(fhd_learner *L) {
     float dummy;
     ct_read(L, FHD_STATE_PARAMS, 0, 1, &dummy); /* drains the queue: the snapshot is current */
     fhd__update_stats s;
@@ -19,7 +19,7 @@ static fhd__update_stats stats_of(fhd_learner *L) {
 }
 
 /* |g - c| / max(|c|, floor); infinite where g is not finite. */
-static double rel(double g, double c, double floor) {
+static inline double rel(double g, double c, double floor) {
     const double d = fabs(g - c) / fmax(fabs(c), floor);
     return isfinite(g) ? d : INFINITY;
 }
@@ -35,8 +35,8 @@ static const tol drift = {1e-3, 1e-2, 1e-3}; /* later updates */
 static const tol later = {1e-4, 1e-3, 1e-5}; /* train_batch after the first */
 
 /* The diversity term's and detailed_metrics' statistics of the latest update: CUDA against CPU. */
-static void check_features(const char *name, const char *when, fhd_learner *Lc, fhd_learner *Lg,
-                           const tol *t) {
+static inline void check_features(const char *name, const char *when, fhd_learner *Lc,
+                                  fhd_learner *Lg, const tol *t) {
     const fhd__update_stats c = stats_of(Lc), g = stats_of(Lg);
     ct_check(c.update_index == g.update_index && g.update_index > 0,
              "%s %s: statistics of update %llu (cpu %llu)", name, when,
@@ -91,7 +91,7 @@ static void check_features(const char *name, const char *when, fhd_learner *Lc, 
 }
 
 /* The metrics JSON of L carries latest_stats' values (floats printed to round trip). */
-static void check_json(const char *name, fhd_learner *L) {
+static inline void check_json(const char *name, fhd_learner *L) {
     const fhd__update_stats s = stats_of(L);
     size_t need = 0;
     fhd__learner_metrics(L, NULL, 0, &need);
@@ -131,8 +131,8 @@ typedef struct host_batch {
 } host_batch;
 
 /* New random rows (allocated on first use); ret1 != 0: row 1's return. */
-static void batch_fill(host_batch *h, const fhd_learner *L, const uint32_t *K, uint64_t *s,
-                       float ret1) {
+static inline void batch_fill(host_batch *h, const fhd_learner *L, const uint32_t *K, uint64_t *s,
+                              float ret1) {
     h->B = L->cfg.batch_size;
     h->S = L->lo.S;
     h->D = L->lo.D;
@@ -161,7 +161,7 @@ static void batch_fill(host_batch *h, const fhd_learner *L, const uint32_t *K, u
     h->rew[1] = ret1 != 0.0f ? ret1 : h->rew[1];
 }
 
-static void batch_free(host_batch *h) {
+static inline void batch_free(host_batch *h) {
     free(h->obs);
     free(h->next);
     free(h->rew);
@@ -171,7 +171,8 @@ static void batch_free(host_batch *h) {
     free(h->term);
 }
 
-static int32_t batch_train(fhd_learner *L, const host_batch *h, float *td, fhd_train_stats *st) {
+static inline int32_t batch_train(fhd_learner *L, const host_batch *h, float *td,
+                                  fhd_train_stats *st) {
     fhd_batch b = FHD_BATCH_INIT;
     b.batch_size = h->B;
     b.obs = h->obs;
@@ -186,7 +187,7 @@ static int32_t batch_train(fhd_learner *L, const host_batch *h, float *td, fhd_t
 }
 
 /* The same update's statistics, bit for bit. */
-static int stats_same(const fhd__update_stats *a, const fhd__update_stats *b, uint32_t D) {
+static inline int stats_same(const fhd__update_stats *a, const fhd__update_stats *b, uint32_t D) {
     return a->update_index == b->update_index && a->entropy == b->entropy &&
            memcmp(&a->q_delta, &b->q_delta, sizeof a->q_delta) == 0 && a->n_layers == b->n_layers &&
            memcmp(a->layer_grad_norm, b->layer_grad_norm, sizeof(float) * a->n_layers) == 0 &&

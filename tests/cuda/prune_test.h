@@ -1,7 +1,8 @@
 /* prune_test.h - helpers of the CUDA pruning tests (C11; test_cuda_prune_update.c): the masks'
  * groups and zero counts against the schedule of plugin/prune.h, the masks' invariants on a
  * learner, exact comparisons and copies of state kinds between two learners, weights full of
- * ties, and the masks' differences at the threshold. Include after cuda_test.h.
+ * ties, the masks' differences at the threshold, the statistics of an update against the CPU's
+ * and the pruning kernels of a captured graph. Include after divmetrics_test.h.
  */
 #ifndef FHD_PRUNE_TEST_H
 #define FHD_PRUNE_TEST_H
@@ -161,6 +162,83 @@ static uint64_t mask_swaps(fhd_learner *Lc, fhd_learner *Lg, int *explained) {
         free(w[k]);
     }
     return swaps;
+}
+
+/* The statistics of the two learners' latest update (divmetrics_test.h's measures): the gradient
+ * norm and, with detailed_metrics, every layer's gradient norm and each branch's head weight and
+ * gradient norms. Returns the worst relative error (infinite for another update), naming it. */
+static double stats_worst(fhd_learner *Lc, fhd_learner *Lg, const char **what) {
+    const fhd__update_stats c = stats_of(Lc), g = stats_of(Lg);
+    *what = "the update index";
+    if (c.update_index != g.update_index || g.update_index == 0)
+        return INFINITY;
+    double worst = rel(g.grad_norm, c.grad_norm, 1e-12);
+    *what = "grad_norm";
+    if (!Lc->cfg.detailed_metrics)
+        return worst;
+    const uint32_t nl = Lc->lo.NC + Lc->lo.L + 1;
+    if (g.n_layers != nl || c.n_layers != nl) {
+        *what = "the number of layers";
+        return INFINITY;
+    }
+    for (uint32_t l = 0; l < nl; l++) {
+        const double e = rel(g.layer_grad_norm[l], c.layer_grad_norm[l], 1e-12);
+        if (!(e <= worst)) {
+            worst = e;
+            *what = "a layer's gradient norm";
+        }
+    }
+    for (uint32_t d = 0; d < Lc->lo.D; d++) {
+        const double ew = rel(g.head_weight_norm[d], c.head_weight_norm[d], 1e-12);
+        const double eg = rel(g.head_grad_norm[d], c.head_grad_norm[d], 1e-12);
+        if (!(ew <= worst)) {
+            worst = ew;
+            *what = "a branch's head weight norm";
+        }
+        if (!(eg <= worst)) {
+            worst = eg;
+            *what = "a branch's head gradient norm";
+        }
+    }
+    return worst;
+}
+
+/* Nodes of capture v (0: not captured); *prune_nodes / *one: kernel nodes of prune.cu, and those
+ * with a 1x1x1 grid. */
+static size_t nodes_of(fhd_learner *L, int v, int *prune_nodes, int *one, cudaGraph_t *gout) {
+    cudaGraph_t g = NULL;
+    ct_read(L, FHD_CUDA_STATE_GRAPH, (uint64_t)v, 1, &g);
+    *gout = g;
+    size_t n = 0;
+    *prune_nodes = *one = 0;
+    if (!g || cudaGraphGetNodes(g, NULL, &n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    cudaGraphNode_t *all = (cudaGraphNode_t *)malloc(sizeof(cudaGraphNode_t) * (n ? n : 1));
+    cudaGraphGetNodes(g, all, &n);
+    for (size_t i = 0; i < n; i++) {
+        enum cudaGraphNodeType ty;
+        cudaGraphNodeGetType(all[i], &ty);
+        if (ty != cudaGraphNodeTypeKernel)
+            continue;
+        struct cudaKernelNodeParams kp;
+        memset(&kp, 0, sizeof kp);
+        const char *fn = NULL;
+        if (cudaGraphKernelNodeGetParams(all[i], &kp) != cudaSuccess ||
+            cudaFuncGetName(&fn, kp.func) != cudaSuccess || !fn) {
+            /* a library kernel (cuBLASLt) has no runtime name: keep the last-error slot clean,
+             * which the backend's next launch check reads */
+            (void)cudaGetLastError();
+            continue;
+        }
+        if (strstr(fn, "prune_")) {
+            (*prune_nodes)++;
+            *one += kp.gridDim.x * kp.gridDim.y * kp.gridDim.z == 1;
+        }
+    }
+    free(all);
+    return n;
 }
 
 #endif

@@ -28,9 +28,15 @@
  *   5. the guard: train_batch with a skipped update between pruning updates (prune_frequency
  *      1): the skip prunes nothing and the schedule follows the applied updates, as on the CPU
  *      (masks identical after every call).
+ * Sections 1, 2 and 4 also run with spectral norm ("last", "all"; the optimiser masks the
+ * corrected gradient) and detailed_metrics (the head's gradient norms masked): in 1 and 2 the
+ * statistics (gradient norm, each layer's and each branch's norms; divmetrics_test.h) against
+ * the CPU's after every call, within update 1's tolerances where the weights are the same (and
+ * the applied gradient within 1e-4), the drift's in 2; the graph has the same FHD_PRUNE_PASSES +
+ * 2 nodes more.
  * Exits 77 without a CUDA device.
  */
-#include "cuda_test.h"
+#include "divmetrics_test.h" /* cuda_test.h, and the statistics' comparisons */
 #include "prune.cuh"
 #include "prune_test.h"
 
@@ -108,6 +114,10 @@ static void exact_variant(const char *name, const char *base, const char *extra,
     const uint64_t T = 17; /* pruning updates 3, 6, 9, 12, 15; two more after the end */
     int masks = 1, params = 1, inv = 1, counts = 1;
     uint64_t dm = 0, dp = 0;
+    /* spectral norm (its masked correction) and detailed_metrics: their statistics too */
+    const int stats = Lc->cfg.spectral_norm != FHD_SN_NONE || Lc->cfg.detailed_metrics;
+    double worst_s = 0.0, worst_g = 0.0;
+    const char *worst_what = "-";
     for (uint64_t t = 1; t <= T; t += one_call ? T : 1) {
         const uint32_t n = one_call ? (uint32_t)T : 1u;
         ct_check(fhd__learner_train(Lc, n, NULL) == FHD_OK &&
@@ -123,6 +133,14 @@ static void exact_variant(const char *name, const char *base, const char *extra,
         float *mask = ct_read_floats(Lg, FHD_STATE_MASK, P);
         counts &= counts_as_schedule(Lg, mask, done);
         free(mask);
+        if (stats) { /* the same weights: the statistics and the applied gradient agree */
+            const char *wh;
+            const double e = stats_worst(Lc, Lg, &wh),
+                         eg = ct_cmp_kind(Lc, Lg, FHD_STATE_GRAD, 0, P, NULL);
+            worst_what = !(e <= worst_s) ? wh : worst_what;
+            worst_s = !(e <= worst_s) ? e : worst_s;
+            worst_g = !(eg <= worst_g) ? eg : worst_g;
+        }
         if (!masks || !params)
             printf("       %s: update %llu: %llu masks, %llu parameters differ\n", name,
                    (unsigned long long)done, (unsigned long long)dm, (unsigned long long)dp);
@@ -131,12 +149,32 @@ static void exact_variant(const char *name, const char *base, const char *extra,
     ct_check(params, "%s: parameters (online and target) bit for bit the cpu's", name);
     ct_check(inv, "%s: pruned weights, moments and gradients 0; biases never masked", name);
     ct_check(counts, "%s: each group's zeros the schedule's count", name);
+    if (stats) {
+        ct_check(worst_s <= tight.grad && worst_g <= 1e-4,
+                 "%s: after every call the statistics within rel %.2e of the cpu's (%s; tol %.0e), "
+                 "the applied gradient within %.2e (tol 1e-4)",
+                 name, worst_s, worst_what, tight.grad, worst_g);
+        check_features(name, "at the end", Lc, Lg, &tight);
+        if (Lc->cfg.detailed_metrics)
+            check_json(name, Lg);
+    }
     check_act(Lc, Lg, name);
     fhd__learner_destroy(Lc);
     fhd__learner_destroy(Lg);
 }
 
 /* ---- 2. parity over real training ---------------------------------------------------------- */
+
+/* The CUDA learner from the CPU's state: masks, parameters, moments, spectral-norm vectors. */
+static void start_equal(fhd_learner *Lc, fhd_learner *Lg) {
+    const uint64_t P = Lc->lo.num_params;
+    copy_kind(Lc, Lg, FHD_STATE_MASK, P);
+    copy_kind(Lc, Lg, FHD_STATE_PARAMS, 2 * P);
+    copy_kind(Lc, Lg, FHD_STATE_ADAM_M, P);
+    copy_kind(Lc, Lg, FHD_STATE_ADAM_V, P);
+    if (Lc->lo.sn_size)
+        copy_kind(Lc, Lg, FHD_STATE_SN, 2 * Lc->lo.sn_size);
+}
 
 static void parity_variant(const char *name, const char *base, const char *extra) {
     char ex[1024];
@@ -148,8 +186,10 @@ static void parity_variant(const char *name, const char *base, const char *extra
     feed(Lc, Lg, 200, 4321);
     uint32_t *ic = (uint32_t *)malloc(4 * B), *ig = (uint32_t *)malloc(4 * B);
     int idx_same = 1, counts = 1, inv = 1, explained_all = 1;
-    double worst = 0.0;
+    double worst = 0.0, worst_s = 0.0;
     uint64_t swaps = 0, events = 0;
+    const int stats = Lc->cfg.spectral_norm != FHD_SN_NONE || Lc->cfg.detailed_metrics;
+    const char *worst_what = "-";
     for (uint64_t t = 1; t <= 100; t++) {
         double s;
         const int event = fhd__prune_at(&Lc->cfg, t, &s);
@@ -161,10 +201,7 @@ static void parity_variant(const char *name, const char *base, const char *extra
             worst = e > worst ? e : worst;
             free(a);
             free(b);
-            copy_kind(Lc, Lg, FHD_STATE_MASK, P);
-            copy_kind(Lc, Lg, FHD_STATE_PARAMS, 2 * P);
-            copy_kind(Lc, Lg, FHD_STATE_ADAM_M, P);
-            copy_kind(Lc, Lg, FHD_STATE_ADAM_V, P);
+            start_equal(Lc, Lg);
         }
         ct_check(fhd__learner_train(Lc, 1, NULL) == FHD_OK &&
                      fhd__learner_train(Lg, 1, NULL) == FHD_OK,
@@ -172,6 +209,12 @@ static void parity_variant(const char *name, const char *base, const char *extra
         ct_read(Lc, FHD_STATE_LAST_INDICES, 0, B, ic);
         ct_read(Lg, FHD_STATE_LAST_INDICES, 0, B, ig);
         idx_same &= memcmp(ic, ig, 4 * (size_t)B) == 0;
+        if (stats) { /* the update's statistics, every update */
+            const char *what;
+            const double es = stats_worst(Lc, Lg, &what);
+            worst_what = !(es <= worst_s) ? what : worst_what;
+            worst_s = !(es <= worst_s) ? es : worst_s;
+        }
         if (!event)
             continue;
         events++;
@@ -188,10 +231,7 @@ static void parity_variant(const char *name, const char *base, const char *extra
         if (sw) { /* a swapped pair differs by a whole weight: the next stretch starts equal */
             printf("       %s: update %llu: %llu entries swapped at the threshold\n", name,
                    (unsigned long long)t, (unsigned long long)sw);
-            copy_kind(Lc, Lg, FHD_STATE_MASK, P);
-            copy_kind(Lc, Lg, FHD_STATE_PARAMS, 2 * P);
-            copy_kind(Lc, Lg, FHD_STATE_ADAM_M, P);
-            copy_kind(Lc, Lg, FHD_STATE_ADAM_V, P);
+            start_equal(Lc, Lg);
         }
     }
     double mx, e = 0.0;
@@ -210,6 +250,12 @@ static void parity_variant(const char *name, const char *base, const char *extra
     ct_check(inv, "%s: pruned weights and their moments 0", name);
     ct_check(worst <= 2e-4, "%s: parameters within rel %.2e of the cpu's (worst stretch, tol 2e-4)",
              name, worst);
+    if (stats) {
+        ct_check(worst_s <= drift.grad,
+                 "%s: every update's statistics within rel %.2e of the cpu's (%s; tol %.0e)", name,
+                 worst_s, worst_what, drift.grad);
+        check_features(name, "after 100 updates", Lc, Lg, &drift);
+    }
     free(ic);
     free(ig);
     fhd__learner_destroy(Lc);
@@ -302,44 +348,6 @@ static void checkpoints(void) {
 
 /* ---- 4. the graph ---------------------------------------------------------------------------- */
 
-/* Nodes of capture v (0: not captured); *prune_nodes / *one: kernel nodes of prune.cu, and those
- * with a 1x1x1 grid. */
-static size_t nodes_of(fhd_learner *L, int v, int *prune_nodes, int *one, cudaGraph_t *gout) {
-    cudaGraph_t g = NULL;
-    ct_read(L, FHD_CUDA_STATE_GRAPH, (uint64_t)v, 1, &g);
-    *gout = g;
-    size_t n = 0;
-    *prune_nodes = *one = 0;
-    if (!g || cudaGraphGetNodes(g, NULL, &n) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    cudaGraphNode_t *all = (cudaGraphNode_t *)malloc(sizeof(cudaGraphNode_t) * (n ? n : 1));
-    cudaGraphGetNodes(g, all, &n);
-    for (size_t i = 0; i < n; i++) {
-        enum cudaGraphNodeType ty;
-        cudaGraphNodeGetType(all[i], &ty);
-        if (ty != cudaGraphNodeTypeKernel)
-            continue;
-        struct cudaKernelNodeParams kp;
-        memset(&kp, 0, sizeof kp);
-        const char *fn = NULL;
-        if (cudaGraphKernelNodeGetParams(all[i], &kp) != cudaSuccess ||
-            cudaFuncGetName(&fn, kp.func) != cudaSuccess || !fn) {
-            /* a library kernel (cuBLASLt) has no runtime name: keep the last-error slot clean,
-             * which the backend's next launch check reads */
-            (void)cudaGetLastError();
-            continue;
-        }
-        if (strstr(fn, "prune_")) {
-            (*prune_nodes)++;
-            *one += kp.gridDim.x * kp.gridDim.y * kp.gridDim.z == 1;
-        }
-    }
-    free(all);
-    return n;
-}
-
 static void graph(const char *name, const char *base) {
     const char *sched = ", \"lr\": 0.0001, \"prune_start\": 100, \"prune_end\": 1000, "
                         "\"prune_frequency\": 100";
@@ -401,7 +409,7 @@ static void graph(const char *name, const char *base) {
 
 /* ---- 5. the guard ---------------------------------------------------------------------------- */
 
-static int32_t host_batch(fhd_learner *L, float ret1, uint64_t seed) {
+static int32_t guard_batch(fhd_learner *L, float ret1, uint64_t seed) {
     const uint32_t B = L->cfg.batch_size, S = L->lo.S, D = L->lo.D;
     float *obs = (float *)malloc(4 * (size_t)B * S), *next = (float *)malloc(4 * (size_t)B * S);
     float *rew = (float *)malloc(4 * B);
@@ -449,8 +457,8 @@ static void guard(void) {
     uint64_t applied = 0;
     for (int k = 1; k <= 10; k++) {
         const float r = k == 3 || k == 5 ? 1e30f : 0.5f;
-        ct_check(host_batch(Lc, r, (uint64_t)k) == FHD_OK &&
-                     host_batch(Lg, r, (uint64_t)k) == FHD_OK,
+        ct_check(guard_batch(Lc, r, (uint64_t)k) == FHD_OK &&
+                     guard_batch(Lg, r, (uint64_t)k) == FHD_OK,
                  "guard: train_batch %d", k);
         applied += r < 1.0f;
         masks &= same_floats(Lc, Lg, FHD_STATE_MASK, P, NULL) &&
@@ -524,9 +532,33 @@ int main(void) {
     parity_variant("parity fuse_dw0 all adamw", FUSE_BASE,
                    ", \"prune_scope\": \"all\", \"optimizer\": \"adamw\", \"weight_decay\": 0.01");
     parity_variant("parity conv all", CONV_BASE, ", \"prune_scope\": \"all\"");
+    /* with spectral norm (the optimiser's masked correction) and detailed_metrics */
+    exact_variant("exact sn last", BASE, ", \"spectral_norm\": \"last\"", 0);
+    exact_variant("exact sn all global all", BASE,
+                  ", \"spectral_norm\": \"all\", \"prune_global\": true, \"prune_scope\": \"all\"",
+                  0);
+    exact_variant("exact sn all fuse_dw0 train(n)", FUSE_BASE, ", \"spectral_norm\": \"all\"", 1);
+    exact_variant("exact sn all split_dw0", SPLIT_BASE, ", \"spectral_norm\": \"all\"", 0);
+    exact_variant("exact detailed all", BASE,
+                  ", \"prune_scope\": \"all\", \"detailed_metrics\": true", 0);
+    exact_variant("exact detailed sn all global all, plain head", MLP("false"),
+                  ", \"prune_scope\": \"all\", \"prune_global\": true, \"detailed_metrics\": true, "
+                  "\"spectral_norm\": \"all\"",
+                  0);
+    parity_variant("parity sn last", BASE, ", \"spectral_norm\": \"last\"");
+    parity_variant("parity sn all fuse_dw0 all", FUSE_BASE,
+                   ", \"spectral_norm\": \"all\", \"prune_scope\": \"all\"");
+    parity_variant(
+        "parity detailed global all", BASE,
+        ", \"prune_global\": true, \"prune_scope\": \"all\", \"detailed_metrics\": true");
+    parity_variant(
+        "parity detailed sn last all", BASE,
+        ", \"prune_scope\": \"all\", \"detailed_metrics\": true, \"spectral_norm\": \"last\"");
     checkpoints();
     graph("B1-like", FUSE_BASE);
     graph("conv", CONV_BASE);
+    graph("sn all + detailed_metrics",
+          BASE ", \"spectral_norm\": \"all\", \"detailed_metrics\": true");
     guard();
     return ct_finish();
 }
