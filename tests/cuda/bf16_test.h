@@ -11,8 +11,15 @@ typedef struct variant {
     const char *name;
     const char *json; /* every key but backend and matmul_precision */
     uint32_t D, K[4];
-    int updates; /* K */
+    int updates;  /* K */
+    double drift; /* the K-update tolerances' factor (0: 1); conv torsos 2: more bf16 roundings
+                   * an update (columns, every conv activation, dz), which Adam's steps amplify
+                   * (update 1 and train_batch keep the tight tolerances) */
 } variant;
+
+static double drift_of(const variant *v) {
+    return v->drift > 0 ? v->drift : 1.0;
+}
 
 /* the keys every variant shares */
 #define COMMON "\"num_envs\": 4, \"seed\": 11, \"learning_starts\": 0, "
@@ -328,13 +335,14 @@ static void run_variant(const variant *v) {
     }
     ct_check(every_equal, "%s: indices and weights identical at every one of %d updates", v->name,
              v->updates);
-    check_stats(v, Lc, Lg, "last update", 10 * TOL_FWD);
+    check_stats(v, Lc, Lg, "last update", 10 * TOL_FWD * drift_of(v));
     double e = cmp_kind(Lg, Lc, FHD_STATE_PARAMS, 0, P);
-    ct_check(e <= TOL_PARAMK, "%s update %d: online parameters rel %.2e (tol %.0e)", v->name,
-             v->updates, e, TOL_PARAMK);
+    ct_check(e <= TOL_PARAMK * drift_of(v), "%s update %d: online parameters rel %.2e (tol %.0e)",
+             v->name, v->updates, e, TOL_PARAMK * drift_of(v));
     e = cmp_kind(Lg, Lc, FHD_STATE_PARAMS, P, P);
-    ct_check(e <= TOL_PARAMK, "%s update %d: target parameters rel %.2e", v->name, v->updates, e);
-    check_act(v, Lc, Lg, 10 * TOL_FWD);
+    ct_check(e <= TOL_PARAMK * drift_of(v), "%s update %d: target parameters rel %.2e", v->name,
+             v->updates, e);
+    check_act(v, Lc, Lg, 10 * TOL_FWD * drift_of(v));
     {
         const uint64_t c0 = ct_sync_count(Lg);
         fhd_train_stats st = FHD_TRAIN_STATS_INIT;

@@ -48,7 +48,8 @@ static const variant variants[] = {
      "\"batch_size\": 64, \"replay_capacity\": 512, \"target_update_interval\": 10",
      1,
      {6},
-     100},
+     100,
+     1.0},
     /* B1's torso: split_dx of layer 1, split_dw0, layer 0 paired (no spectral norm) */
     {"b1-torso",
      "\"obs_dim\": 64, \"hidden\": [256, 256], \"actions\": [8], \"dueling\": true, "
@@ -56,7 +57,8 @@ static const variant variants[] = {
      "\"batch_size\": 256, \"replay_capacity\": 1024, \"target_update_interval\": 10",
      1,
      {8},
-     50},
+     50,
+     1.0},
     /* B3's torso: spectral norm on both layers (the GEMMs' device alpha 1/sigma), CQL,
      * branching; sampling beside the power iteration */
     {"b3-torso",
@@ -66,7 +68,8 @@ static const variant variants[] = {
      "\"batch_size\": 1024, \"replay_capacity\": 2048, \"target_update_interval\": 10",
      4,
      {5, 5, 5, 5},
-     20},
+     20,
+     1.0},
     {"nstep-polyak-adamw-sn-last",
      "\"obs_dim\": 24, \"hidden\": [96, 64], \"actions\": [5], \"n_step\": 3, \"gamma\": 0.9, "
      "\"tau\": 0.05, \"target_update_interval\": 1, \"optimizer\": \"adamw\", "
@@ -75,7 +78,8 @@ static const variant variants[] = {
      "\"batch_size\": 128, \"replay_capacity\": 512",
      1,
      {5},
-     100},
+     100,
+     1.0},
     /* flat uint8 observations (converted with obs_scale on the device, then rounded) */
     {"uint8-flat",
      "\"obs_dim\": 20, \"obs_dtype\": \"uint8\", \"hidden\": [64, 64], \"actions\": [4], "
@@ -84,7 +88,8 @@ static const variant variants[] = {
      "\"target_update_interval\": 10",
      1,
      {4},
-     100},
+     100,
+     1.0},
     /* a batch above FHD_LOSS_SMALL_BATCH and three hidden layers */
     /* pixels: a small Nature-like torso on uint8 frames with a stack of 4 (layer 0's im2col from
      * the bytes, 4-value stores, padded layers above) */
@@ -94,11 +99,12 @@ static const variant variants[] = {
      "{\"out\": 32, \"kernel\": 4, \"stride\": 2, \"padding\": 1}, "
      "{\"out\": 32, \"kernel\": 3, \"stride\": 1, \"padding\": 1}], \"hidden\": [64], "
      "\"actions\": [6], \"dueling\": true, \"double_dqn\": true, \"replay\": \"prioritized\", "
-     "\"lr\": 0.001, \"max_grad_norm\": 10, \"batch_size\": 32, \"replay_capacity\": 512, "
+     "\"lr\": 0.0001, \"max_grad_norm\": 10, \"batch_size\": 32, \"replay_capacity\": 512, "
      "\"target_update_interval\": 10",
      1,
      {6},
-     50},
+     50,
+     2.0},
     {"large-batch-deep",
      "\"obs_dim\": 32, \"hidden\": [128, 96, 64], \"actions\": [4, 4], \"dueling\": true, "
      "\"double_dqn\": true, \"replay\": \"prioritized\", \"lr\": 0.0003, "
@@ -106,7 +112,8 @@ static const variant variants[] = {
      "\"target_update_interval\": 10",
      2,
      {4, 4},
-     20},
+     20,
+     1.0},
     /* last two (a create that fails exits the test): widths and an input size that are not
      * multiples of 8 (bf16 operands 2-byte aligned), a head of 3 + 2 outputs, one layer */
     {"odd-widths",
@@ -115,18 +122,20 @@ static const variant variants[] = {
      "\"batch_size\": 50, \"replay_capacity\": 512, \"target_update_interval\": 10",
      2,
      {3, 2},
-     100},
+     100,
+     1.0},
     /* float images of odd sizes and a scale: ckk 27 and 20, cout 5 and 7 (bf16 rows 2-byte
      * aligned, the scalar im2col paths), padding on layer 0 only */
     {"conv-f32-odd",
      "\"obs_shape\": [3, 13, 11], \"obs_scale\": 0.5, \"conv\": [{\"out\": 5, \"kernel\": 3, "
      "\"stride\": 2, \"padding\": 1}, {\"out\": 7, \"kernel\": 2, \"stride\": 1, "
      "\"padding\": 0}], \"hidden\": [19], \"actions\": [3, 2], \"dueling\": false, "
-     "\"double_dqn\": false, \"replay\": \"uniform\", \"lr\": 0.001, \"max_grad_norm\": 1, "
+     "\"double_dqn\": false, \"replay\": \"uniform\", \"lr\": 0.0003, \"max_grad_norm\": 1, "
      "\"batch_size\": 48, \"replay_capacity\": 512, \"target_update_interval\": 10",
      2,
      {3, 2},
-     100},
+     100,
+     2.0},
 };
 
 static const variant *by_name(const char *name) {

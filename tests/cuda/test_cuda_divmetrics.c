@@ -451,17 +451,27 @@ static void test_nodes(const char *name, const char *arch, const uint32_t *K, ui
     ct_feed(Ls, 1, G->cfg.num_envs, G->lo.S, D, K, 200, 9);
     const uint64_t s0 = ct_sync_count(G);
     char *buf = (char *)malloc(1 << 16);
-    int metrics_ok = 1;
+    int metrics_ok = 1, bad_rc = FHD_OK, bad_call = -1;
+    size_t bad_need = 0;
     for (int k = 0; k < 20; k++) {
         ct_check(fhd__learner_train(G, 100, NULL) == FHD_OK, "%s: train(100) with both", name);
         size_t need = 0;
-        metrics_ok &= fhd__learner_metrics(G, buf, 1 << 16, &need) == FHD_OK &&
-                      strstr(buf, "\"grad_norm_layers\":[") != NULL;
+        const int32_t rc = fhd__learner_metrics(G, buf, 1 << 16, &need);
+        const int ok = rc == FHD_OK && strstr(buf, "\"grad_norm_layers\":[") != NULL;
+        if (!ok && metrics_ok) { /* the first bad read, for the message */
+            bad_rc = rc;
+            bad_call = k;
+            bad_need = need;
+        }
+        metrics_ok &= ok;
     }
     const uint64_t s1 = ct_sync_count(G);
     ct_check(s1 == s0 && metrics_ok,
-             "%s: %llu synchronisations over 2,000 updates with both, metrics read 20 times", name,
-             (unsigned long long)(s1 - s0));
+             "%s: %llu synchronisations over 2,000 updates with both, metrics read 20 times "
+             "(first bad read: call %d, status %d, %zu bytes)",
+             name, (unsigned long long)(s1 - s0), bad_call, (int)bad_rc, bad_need);
+    if (bad_call >= 0 && bad_rc == FHD_OK)
+        fprintf(stderr, "%s: metrics without grad_norm_layers: %.400s\n", name, buf);
     const fhd__update_stats st = stats_of(G);
     ct_check(st.update_index == 2000 && isfinite(st.entropy) &&
                  isfinite(st.q_delta) == (G->cfg.double_dqn != 0) &&
