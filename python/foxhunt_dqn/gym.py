@@ -2,7 +2,10 @@
 Discrete or MultiDiscrete action space, single or vectorised.
 
 Spaces
-  Box observations of any shape are flattened to obs_dim = prod(shape) float32 values.
+  Box observations of any shape are flattened to obs_dim = prod(shape) float32 values, except
+  uint8 images (a uint8 Box of rank 2 or 3), which the learner takes as they are: obs_shape
+  [C, H, W] (channel-last spaces transposed, as SpaceMap says), obs_dtype uint8 and the network
+  input scaled by 1/255 (train(images=False) flattens them to float32 instead).
   Discrete(n, start) is one branch of n actions (config "actions" = [n]).
   MultiDiscrete(nvec, start) is action branching: one branch per entry of nvec (flattened, C
   order), config "actions" = nvec. Learner actions (N, D) are mapped back to the env's dtype,
@@ -203,10 +206,19 @@ def make_vector_env(env, num_envs=1):
     raise TypeError(f"env: expected an env id, a gymnasium.Env or a VectorEnv, got {type(env)}")
 
 
-def config_for(vec_env, config=None, seed=0):
-    """DEFAULT_CONFIG, then `config`, then the keys set by the env (obs_dim, actions,
-    num_envs) and the seed (unless config sets it)."""
-    m = SpaceMap(vec_env.single_observation_space, vec_env.single_action_space)
+def is_image_space(space):
+    """A uint8 Box of rank 2 or 3: what SpaceMap(images=True) gives the learner as images."""
+    return isinstance(space, spaces.Box) and space.dtype == np.uint8 and len(space.shape) in (2, 3)
+
+
+def config_for(vec_env, config=None, seed=0, images=None):
+    """DEFAULT_CONFIG, then `config`, then the keys set by the env (obs_dim or obs_shape and
+    obs_dtype, actions, num_envs) and the seed (unless config sets it). images: uint8 image
+    spaces as images (None: whenever the space is one; False: flattened to float32)."""
+    space = vec_env.single_observation_space
+    if images is None:
+        images = is_image_space(space)
+    m = SpaceMap(space, vec_env.single_action_space, images=images)
     cfg = dict(DEFAULT_CONFIG)
     cfg.update(config or {})
     for key, value in m.config().items():
@@ -243,13 +255,16 @@ class _Episodes:
 
 def train(env, config=None, total_steps=50000, num_envs=1, seed=0, eval_episodes=100,
           progress=True, library=None, log_every=None, eval_env=None, stream=None,
-          check_every=0, check_episodes=10, save=None, save_replay=False):
+          check_every=0, check_episodes=10, save=None, save_replay=False, images=None):
     """Train a Learner on `env` (an env id, a gymnasium.Env or a VectorEnv) for total_steps
     env steps (summed over the num_envs envs), then (save given) write a checkpoint, then
     evaluate it greedily for eval_episodes episodes (0 skips it). A failing evaluation does
     not lose the run: it warns, sets history["eval_error"] and returns the learner.
 
-    config: keys over DEFAULT_CONFIG (obs_dim, actions and num_envs come from the env).
+    config: keys over DEFAULT_CONFIG (obs_dim or obs_shape, actions and num_envs come from the
+        env).
+    images: uint8 image observations as uint8 images (None: when the space is one; False:
+        flattened to float32 as any other Box).
     progress: a bar on a TTY, plain lines otherwise (on `stream`, default stderr).
     log_every: env steps between metrics snapshots in history["log"] (default total/100).
     eval_env: env (or id) for the evaluations; default: the env id, the single env itself,
@@ -266,7 +281,7 @@ def train(env, config=None, total_steps=50000, num_envs=1, seed=0, eval_episodes
     env_steps, train_time, wall_time and eval_mean, eval_std, eval_episodes."""
     vec, owned = make_vector_env(env, num_envs)
     try:
-        cfg, m = config_for(vec, config, seed)
+        cfg, m = config_for(vec, config, seed, images)
         target = eval_env
         if target is None and (check_every or eval_episodes):
             target = _eval_target(env, vec)
@@ -288,26 +303,30 @@ def train(env, config=None, total_steps=50000, num_envs=1, seed=0, eval_episodes
     try:
         if check_every:
             check_env = _make_check_env(target)
+        # integer observations flattened for a float32 learner are converted here (step takes
+        # floats of any width as they are, and refuses integers)
+        kind = np.dtype(vec.single_observation_space.dtype).kind
+        rows = m.learner_obs if not m.image and kind in "iub" else m.obs
         obs, _ = vec.reset(seed=int(seed))
-        o = m.obs(obs)
+        o = rows(obs)
         actions = learner.step(o)
         next_log, next_check = 0, check_every
         while steps < total_steps:
             obs, rewards, terminated, truncated, infos = vec.step(m.to_env(actions))
             steps += n
             done = np.logical_or(terminated, truncated)
-            o = m.obs(obs)
+            o = rows(obs)
             final = None
             if done.any():
                 if mode == AutoresetMode.SAME_STEP:
                     final = o.copy()
                     final_obs = infos["final_obs"]
                     for i in np.flatnonzero(done):
-                        final[i] = np.asarray(final_obs[i], dtype=np.float32).reshape(-1)
+                        final[i] = rows(np.asarray(final_obs[i])[None])[0]
                 else:  # DISABLED: obs holds the last observations; reset the ended envs here
                     final = o.copy()
                     obs, _ = vec.reset(options={"reset_mask": done})
-                    o = m.obs(obs)
+                    o = rows(obs)
             actions = learner.step(o, rewards, terminated, truncated, final)
             episodes.add(rewards, done, steps)
             if check_every and (steps >= next_check or steps >= total_steps):
@@ -443,18 +462,22 @@ def evaluate(learner, env, episodes=100, seed=None, max_steps=None):
     owned = not isinstance(env, gymnasium.Env)
     e = gymnasium.make(env) if owned else env
     try:
-        m = SpaceMap(e.observation_space, e.action_space)
-        if m.obs_dim != learner.obs_dim or m.actions != list(learner.action_branches):
+        m = SpaceMap(e.observation_space, e.action_space,
+                     images=learner.obs_dtype == np.uint8)
+        if m.obs_dim != learner.obs_dim or m.actions != list(learner.action_branches) or \
+                (m.image and m.chw != tuple(learner.obs_shape)):
             raise ValueError(
-                f"evaluation env has obs_dim {m.obs_dim}, actions {m.actions}; the learner "
-                f"has {learner.obs_dim}, {list(learner.action_branches)}"
+                f"evaluation env has observations {m.chw if m.image else m.obs_dim}, actions "
+                f"{m.actions}; the learner has "
+                f"{tuple(learner.obs_shape) if m.image else learner.obs_dim}, "
+                f"{list(learner.action_branches)}"
             )
         returns = []
         for k in range(int(episodes)):
             obs, _ = e.reset(seed=seed if k == 0 else None)
             total, t = 0.0, 0
             while True:
-                a = learner.act(np.asarray(obs, dtype=np.float32).reshape(-1), explore=False)
+                a = learner.act(m.learner_obs(np.asarray(obs)[None])[0], explore=False)
                 obs, r, terminated, truncated, _ = e.step(m.to_env_single(a))
                 total += float(r)
                 t += 1
