@@ -4,7 +4,11 @@
 Same env pipeline (foxhunt_dqn.atari.make_vec: ale-py's AtariVectorEnv with the protocol of
 docs/design.md section 9, life restarts and game resets left out of the replay as the
 foxhunt loop does), same network (Nature CNN, optionally dueling), same hyperparameters (read
-from the same config file: configs/ALE-<Game>-v5.json), a uniform replay of uint8 stacks.
+from the same config file: configs/ALE-<Game>-v5.json), a uniform replay of uint8 stacks;
+n-step returns as the learner forms them (per env, gamma^m for the m steps accumulated, cut
+at a terminal or truncation: a terminal does not bootstrap, a truncation does); a config's
+matmul_precision tf32 or tf32_forward allows TF32 in PyTorch's matmuls and convolutions
+(PyTorch has no forward-only switch).
 Runs for --minutes of wall time and writes one JSON line per --log-every env steps to
 --out/torch_metrics.jsonl (env steps, updates, wall time, raw game returns, where the time
 goes), so that wall time per env step can be put beside ours at the same env count:
@@ -60,36 +64,66 @@ class QNetwork(nn.Module):
 
 
 class Replay:
-    """Uniform replay of (obs stack, action, clipped reward, newest next frame, terminated):
-    next_obs is obs shifted by one frame plus the new one (every stored transition is a
-    real env step inside one episode, so the stack moved on by exactly one frame)."""
+    """Uniform replay of (obs stack, action, n-step return, next obs stack, discount):
+    discount is gamma^m for the m steps the return holds, 0 after a terminal. With n = 1 the
+    next stack is the obs stack moved on by one frame, so only its newest frame is stored."""
 
-    def __init__(self, capacity, rng):
+    def __init__(self, capacity, n_step, rng):
         self.cap = int(capacity)
+        self.one = n_step == 1
         self.obs = np.empty((self.cap, 4, 84, 84), np.uint8)   # pages are touched as it fills
-        self.nxt = np.empty((self.cap, 84, 84), np.uint8)
+        self.nxt = np.empty((self.cap, 84, 84) if self.one else (self.cap, 4, 84, 84), np.uint8)
         self.act = np.empty(self.cap, np.int64)
-        self.rew = np.empty(self.cap, np.float32)
-        self.term = np.empty(self.cap, np.float32)
+        self.ret = np.empty(self.cap, np.float32)
+        self.disc = np.empty(self.cap, np.float32)
         self.size = 0
         self.pos = 0
         self.rng = rng
 
-    def add(self, obs, act, rew, nxt, term):
+    def add(self, obs, act, ret, nxt, disc):
         m = len(act)
         idx = (self.pos + np.arange(m)) % self.cap
         self.obs[idx] = obs
-        self.nxt[idx] = nxt[:, 3]
-        self.act[idx], self.rew[idx], self.term[idx] = act, rew, term
+        self.nxt[idx] = nxt[:, 3] if self.one else nxt
+        self.act[idx], self.ret[idx], self.disc[idx] = act, ret, disc
         self.pos = (self.pos + m) % self.cap
         self.size = min(self.size + m, self.cap)
 
     def sample(self, b, device):
         idx = self.rng.integers(0, self.size, b)
         o = torch.from_numpy(self.obs[idx]).to(device, non_blocking=True)
-        n = torch.cat([o[:, 1:], torch.from_numpy(self.nxt[idx]).to(device)[:, None]], dim=1)
+        nx = torch.from_numpy(self.nxt[idx]).to(device)
+        n = torch.cat([o[:, 1:], nx[:, None]], dim=1) if self.one else nx
         t = lambda x: torch.from_numpy(x[idx]).to(device)  # noqa: E731
-        return o, t(self.act), t(self.rew), n, t(self.term)
+        return o, t(self.act), t(self.ret), n, t(self.disc)
+
+
+class NStep:
+    """Per-env n-step staging: each env's last valid steps (obs, action, clipped reward); a
+    start leaves with its return once n rewards follow it, and every pending start leaves at
+    the env's terminal or truncation (the rule of the learner's front, docs/design.md
+    section 4, Target)."""
+
+    def __init__(self, num_envs, n, gamma):
+        self.n, self.gamma = int(n), float(gamma)
+        self.q = [[] for _ in range(num_envs)]
+
+    def push(self, i, obs, act, rew, nxt, term, trunc, out):
+        q = self.q[i]
+        q.append((obs.copy(), act, float(rew)))  # the env may reuse its observation buffer
+        if term or trunc:
+            starts = range(len(q))
+        elif len(q) == self.n:
+            starts = range(1)
+        else:
+            return
+        for k in starts:
+            ret, g = 0.0, 1.0
+            for _, _, r in q[k:]:
+                ret += g * r
+                g *= self.gamma
+            out.append((q[k][0], q[k][1], ret, nxt, 0.0 if term else g))
+        del q[:len(starts)]
 
 
 def main():
@@ -112,8 +146,11 @@ def main():
     for k, v in (("num_envs", a.envs), ("seed", a.seed), ("replay_capacity", a.replay_capacity)):
         if v is not None:
             cfg[k] = v
-    if cfg["n_step"] != 1 or cfg["replay"] != "uniform" or cfg["torso"] != "nature":
-        sys.exit(f"{path}: this script has n_step 1, uniform replay and the nature torso only")
+    if cfg["replay"] != "uniform" or cfg["torso"] != "nature":
+        sys.exit(f"{path}: this script has uniform replay and the nature torso only")
+    if str(cfg.get("matmul_precision", "fp32")).startswith("tf32"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     dev = torch.device(a.device)
@@ -127,8 +164,9 @@ def main():
     target.load_state_dict(q.state_dict())
     opt = torch.optim.Adam(q.parameters(), lr=cfg["lr"], eps=cfg["adam_eps"],
                            weight_decay=cfg["weight_decay"])
-    rb = Replay(cfg["replay_capacity"], rng)
-    gamma, B = cfg["gamma"], int(cfg["batch_size"])
+    rb = Replay(cfg["replay_capacity"], int(cfg["n_step"]), rng)
+    staging = NStep(n, cfg["n_step"], cfg["gamma"])
+    B = int(cfg["batch_size"])
 
     obs, info = vec.reset(seed=int(cfg["seed"]))
     lives = np.asarray(info["lives"])
@@ -158,8 +196,11 @@ def main():
         life_loss = term & real & (nl < lives) & (nl > 0)
         game_over = ((term & ~life_loss) | trunc) & real
         clipped = np.clip(rew, -1.0, 1.0)
-        if valid.any():
-            rb.add(obs[valid], act[valid], clipped[valid], nobs[valid], term[valid])
+        ready = []
+        for i in np.flatnonzero(valid):
+            staging.push(i, obs[i], act[i], clipped[i], nobs[i], term[i], trunc[i], ready)
+        if ready:
+            rb.add(*(np.stack([r[k] for r in ready]) for k in range(5)))
         stored += int(valid.sum())
         env_steps += int(real.sum())
         game_ret += np.where(real, rew, 0.0)
@@ -180,7 +221,7 @@ def main():
                     nv = target(nx).gather(1, best).squeeze(1)
                 else:
                     nv = target(nx).max(dim=1).values
-                y = r + gamma * nv * (1.0 - te)
+                y = r + te * nv
             qa = q(o).gather(1, ac[:, None]).squeeze(1)
             loss = (F.mse_loss(qa, y) if cfg["loss"] == "mse"
                     else F.huber_loss(qa, y, delta=cfg["huber_delta"]))
