@@ -215,45 +215,27 @@ def test_gym_train_takes_uint8_images_as_images(library, tmp_path):
     """foxhunt_dqn.gym.train on a channel-last uint8 env: the learner takes (C, H, W) uint8
     frames (the env's transposed, episode ends included), evaluate reads them the same way;
     images=False flattens them to float32 as before."""
-    gymnasium = pytest.importorskip("gymnasium")
-    from gymnasium import spaces
+    pytest.importorskip("gymnasium")
     from foxhunt_dqn import gym as fgym
-
-    class Frames(gymnasium.Env):  # (6, 6, 2) frames: pixel [h, w, c] = 6h + w + 36c + 7t
-        observation_space = spaces.Box(0, 255, (6, 6, 2), np.uint8)
-        action_space = spaces.Discrete(3)
-
-        @staticmethod
-        def frame(t):
-            h, w, c = np.meshgrid(np.arange(6), np.arange(6), np.arange(2), indexing="ij")
-            return ((6 * h + w + 36 * c + 7 * t) % 256).astype(np.uint8)
-
-        def reset(self, seed=None, options=None):
-            super().reset(seed=seed)
-            self.t = 0
-            return self.frame(0), {}
-
-        def step(self, action):
-            self.t += 1
-            return self.frame(self.t), 1.0, self.t >= 5, False, {}
+    from test_dqn import ImageEnv  # (6, 6, 2) frames whose pixel [0, 0, 0] is 7t
 
     cfg = {"hidden": [16], "n_step": 1, "batch_size": 8, "learning_starts": 8,
            "replay_capacity": 256, "dueling": False}
-    learner, hist = fgym.train(Frames(), config=cfg, total_steps=60, eval_episodes=2,
+    learner, hist = fgym.train(ImageEnv(), config=cfg, total_steps=60, eval_episodes=2,
                                progress=False, library=library)
     with learner:
         assert learner.obs_dtype == np.uint8 and learner.obs_shape == (2, 6, 6)
         assert learner.config["obs_shape"] == [2, 6, 6] and learner.metrics()["updates"] > 0
-        assert hist["eval_mean"] == 5.0  # the evaluation ran on the uint8 learner
+        assert 0.0 <= hist["eval_mean"] <= 6.0  # the evaluation ran on the uint8 learner
         obs, nxt, _, _ = replay(learner, tmp_path)
         obs, nxt = obs.reshape(-1, 2, 6, 6), nxt.reshape(-1, 2, 6, 6)
         t = obs[:, 0, 0, 0] // 7  # each stored frame is the env's frame t, transposed
-        want = np.stack([Frames.frame(k).transpose(2, 0, 1) for k in t])
-        np.testing.assert_array_equal(obs, want)
-        np.testing.assert_array_equal(nxt, np.stack([Frames.frame(k + 1).transpose(2, 0, 1)
+        np.testing.assert_array_equal(obs, np.stack([ImageEnv.frame(k).transpose(2, 0, 1)
+                                                     for k in t]))
+        np.testing.assert_array_equal(nxt, np.stack([ImageEnv.frame(k + 1).transpose(2, 0, 1)
                                                      for k in t]))  # episode ends: final_obs
-        assert set(t) == {0, 1, 2, 3, 4}
-    flat, _ = fgym.train(Frames(), config=cfg, total_steps=20, eval_episodes=1, progress=False,
-                         library=library, images=False)
+        assert set(t) == {0, 1, 2, 3, 4, 5}
+    flat, _ = fgym.train(ImageEnv(), config=cfg, total_steps=20, eval_episodes=1,
+                         progress=False, library=library, images=False)
     with flat:
         assert flat.obs_dtype == np.float32 and flat.obs_dim == 72
