@@ -136,7 +136,7 @@ def latency_bound(cfg):
 
 
 def gemm_flops(cfg):
-    """GEMM FLOPs of one update, the formula of fhd-host bench (host_bench.c)."""
+    """GEMM FLOPs of one update, the formula of fhd-host bench (host_bench_geom.c)."""
     B, S = cfg["batch_size"], cfg["obs_dim"]
     dims = [S] + list(cfg["hidden"]) + [sum(cfg["actions"]) + int(cfg["dueling"])]
     f = sum(2.0 * B * dims[i] * dims[i + 1] for i in range(len(dims) - 1))

@@ -1,5 +1,5 @@
 /* host_bench_geom.c - the network's shape for `fhd-host bench` and the GEMM FLOPs of one update
- * (host_bench_geom.h). bench/torch_reference.py counts the same way. */
+ * (host_bench_geom.h). bench/torch_ref_config.py counts the same way. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>

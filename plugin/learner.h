@@ -142,8 +142,21 @@ int32_t fhd__pick_obs(fhd_learner *L, const float *f, const uint8_t *u, int requ
 /* learner.c */
 int32_t fhd__learner_init(const char *json, size_t len, fhd_learner **out, fhd_error *err);
 void fhd__learner_destroy(fhd_learner *L);
+
+/* learner_observe.c */
 int32_t fhd__learner_act(fhd_learner *L, const fhd_act_args *a);
 int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t);
+/* Greedy (explore 0) or epsilon-greedy actions (n, D) for n validated rows of obs; q (n, KT)
+ * receives the Q-values when not NULL. Exploring advances the act-call counter. */
+int32_t fhd__choose_actions(fhd_learner *L, uint32_t n, const unsigned char *obs, int32_t *actions,
+                            float *q, int explore);
+/* Validated transitions (E envs) -> n-step accumulators -> replay; envs with valid[e] == 0
+ * (valid may be NULL) take no part. next_rows[e] is env e's next observation. */
+int32_t fhd__ingest(fhd_learner *L, const unsigned char *obs, const int32_t *act, const float *rew,
+                    const unsigned char *const *next_rows, const uint8_t *term,
+                    const uint8_t *trunc, const uint8_t *valid);
+
+/* learner_train.c */
 int32_t fhd__learner_train(fhd_learner *L, uint32_t n, fhd_train_stats *st);
 int32_t fhd__learner_train_batch(fhd_learner *L, const fhd_batch *b, fhd_train_stats *st);
 int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a);

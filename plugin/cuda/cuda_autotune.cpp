@@ -1,5 +1,5 @@
-/* cuda_autotune.cpp - the update's GEMM algorithms measured at create (autotune fast / full),
- * and the cache that makes the measured plan the same plan every run.
+/* cuda_autotune.cpp - the update's GEMM algorithms measured at create (autotune fast / full):
+ * the candidates, their timing and the pick.
  *
  * For each cuBLASLt call site of the update (cuda_gemm.cpp): the candidates are the heuristic's
  * results (fast: its top 8 and the rule pick's variants, CTA swizzling toggled and the other
@@ -16,46 +16,21 @@
  * (timing noise must not change the plan); full takes the fastest. The whole tuning stops timing at
  * its budget (fast 2 s, full 30 s): the sites left take the rule's pick.
  *
- * The cache: one text file, <dir>/autotune-v1.txt, dir the config's autotune_cache, or for
- * "auto" $XDG_CACHE_HOME/foxhunt-dqn or ~/.cache/foxhunt-dqn ("none": no cache), a line per site:
- *   <key> TAB <algo tile stages splitk reduction swizzle custom us> TAB <FNV-1a 64 of both>
- * The key names the device (name, SMs), the driver and cuBLASLt versions, the mode and the site's
- * whole GEMM (ops, m n k, leading dimensions, batch and strides, epilogue, precision, operand
- * alignments, alpha mode). A line that fails its checksum, or whose configuration cuBLASLt no
- * longer accepts for these descriptors, is ignored and reported ("ignored: <why>"); the site is
- * then tuned again. New picks are written back through a temporary file and a rename. Within a
- * process the picks are also kept in memory, so learners of the same shape agree even without a
- * writable cache.
+ * The cache that makes the measured plan the same plan every run, and the tuning's begin and
+ * end, are cuda_autotune_cache.cpp's.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "cuda_autotune.h"
 #include "cuda_internal.h"
-
-#define TUNE_REPS 16
-#define TUNE_ROUNDS 3
-#define TUNE_FAST_BUDGET_MS 2000.0
-#define TUNE_FULL_BUDGET_MS 30000.0
-#define TUNE_SPLITK_BESIDE_MAX_MNK (1ull << 26)
-
-struct fhd__autotune {
-    double t0_ms, deadline_ms;
-    std::string file, key_base, why_ignored;
-    std::map<std::string, std::string> lines; /* key -> the whole line, as read or new */
-    std::vector<std::string> fresh;           /* keys picked by timing in this create */
-    int misses, hits, over_budget, unreadable;
-    cudaEvent_t e0, e1;
-};
 
 /* picks of this process, by key (the same plan for every learner of a shape) */
 static std::mutex g_mu;
@@ -64,21 +39,6 @@ struct process_pick {
     std::string line; /* as written to the cache file */
 };
 static std::map<std::string, process_pick> g_picks;
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static uint64_t fnv1a(const std::string &s) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char c : s) {
-        h ^= c;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
 
 void fhd__algo_config_get(const cublasLtMatmulAlgo_t *algo, fhd__algo_config *c) {
     memset(c, 0, sizeof *c);
@@ -139,163 +99,6 @@ static bool usable(fhd__backend *b, const fhd__gemm *g, const cublasLtMatmulAlgo
     return cublasLtMatmulAlgoCheck(b->lt, g->desc, g->la, g->lb, g->lc, g->lc, algo, &r) ==
                CUBLAS_STATUS_SUCCESS &&
            r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= FHD_CUDA_WORKSPACE_BYTES;
-}
-
-/* ---- the cache file ------------------------------------------------------------------------ */
-
-/* autotune_cache: a directory, "none" (no cache) or "auto" (the XDG rule) */
-static std::string cache_dir(const fhd__backend *b) {
-    const char *c = b->cfg.autotune_cache;
-    if (strcmp(c, "none") == 0)
-        return "";
-    if (c[0] && strcmp(c, "auto") != 0)
-        return c;
-    const char *x = getenv("XDG_CACHE_HOME");
-    if (x && x[0] == '/')
-        return std::string(x) + "/foxhunt-dqn";
-    const char *h = getenv("HOME");
-    if (h && h[0] == '/')
-        return std::string(h) + "/.cache/foxhunt-dqn";
-    return "";
-}
-
-/* mkdir -p of an absolute or relative directory; 0 on success */
-static int make_dirs(const std::string &d) {
-    for (size_t i = 1; i <= d.size(); i++) {
-        if (i < d.size() && d[i] != '/')
-            continue;
-        const std::string part = d.substr(0, i);
-        if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
-            return -1;
-    }
-    return 0;
-}
-
-static void read_cache(fhd__autotune *t) {
-    FILE *f = fopen(t->file.c_str(), "r");
-    if (!f)
-        return; /* no cache yet: a miss */
-    char buf[2048];
-    int bad = 0;
-    while (fgets(buf, sizeof buf, f)) {
-        std::string line(buf);
-        if (!line.empty() && line.back() == '\n')
-            line.pop_back();
-        if (line.empty() || line[0] == '#')
-            continue;
-        const size_t t1 = line.find('\t'), t2 = line.rfind('\t');
-        if (t1 == std::string::npos || t2 == t1) { /* no key to match: dropped on rewrite */
-            bad++;
-            continue;
-        }
-        char want[20];
-        snprintf(want, sizeof want, "%016llx", (unsigned long long)fnv1a(line.substr(0, t2)));
-        if (line.substr(t2 + 1) != want) { /* a damaged or edited line: its key is not trusted */
-            t->lines[line.substr(0, t1)] = "";
-            continue;
-        }
-        t->lines[line.substr(0, t1)] = line;
-    }
-    fclose(f);
-    t->unreadable = bad;
-}
-
-static void write_cache(fhd__autotune *t, fhd__cuda_plan *p) {
-    if (t->fresh.empty() || t->file.empty())
-        return;
-    const std::string dir = t->file.substr(0, t->file.rfind('/'));
-    if (make_dirs(dir) != 0) {
-        snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache),
-                 " (not written: %s: %s)", dir.c_str(), strerror(errno));
-        return;
-    }
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", t->file.c_str(), (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache),
-                 " (not written: %s)", strerror(errno));
-        return;
-    }
-    fprintf(f, "# foxhunt-dqn autotune cache v1: key TAB configuration TAB checksum\n");
-    bool ok = true;
-    for (const auto &kv : t->lines)
-        if (!kv.second.empty())
-            ok = ok && fprintf(f, "%s\n", kv.second.c_str()) > 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, t->file.c_str()) != 0) {
-        unlink(tmp);
-        snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache), " (not written)");
-    }
-}
-
-int32_t fhd__autotune_begin(fhd__backend *b) {
-    fhd__cuda_plan *p = &b->plan;
-    if (p->autotune == FHD_AUTOTUNE_OFF)
-        return FHD_OK;
-    fhd__autotune *t = new (std::nothrow) fhd__autotune();
-    if (!t)
-        return fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY, "autotune: out of host memory");
-    t->e0 = t->e1 = NULL;
-    t->misses = t->hits = t->over_budget = t->unreadable = 0;
-    b->tune = t;
-    FHD_CK(b, cudaEventCreate(&t->e0));
-    FHD_CK(b, cudaEventCreate(&t->e1));
-    p->budget_ms = p->autotune == FHD_AUTOTUNE_FULL ? TUNE_FULL_BUDGET_MS : TUNE_FAST_BUDGET_MS;
-    t->t0_ms = now_ms();
-    t->deadline_ms = t->t0_ms + p->budget_ms;
-    int driver = 0;
-    cudaDriverGetVersion(&driver);
-    cudaDeviceProp prop;
-    char name[256] = "?";
-    if (cudaGetDeviceProperties(&prop, b->device) == cudaSuccess)
-        snprintf(name, sizeof name, "%s", prop.name);
-    (void)cudaGetLastError();
-    for (char *c = name; *c; c++)
-        if (*c == '\t' || *c == '\n' || *c == '|')
-            *c = ' ';
-    char base[512];
-    snprintf(base, sizeof base, "dev=%s/sm%d/%dsm|driver=%d|cublasLt=%zu|mode=%s", name, b->dev.sm,
-             b->dev.sm_count, driver, cublasLtGetVersion(),
-             p->autotune == FHD_AUTOTUNE_FULL ? "full" : "fast");
-    t->key_base = base;
-    const std::string dir = cache_dir(b);
-    if (!dir.empty()) {
-        t->file = dir + "/autotune-v1.txt";
-        snprintf(p->cache_file, sizeof p->cache_file, "%s", t->file.c_str());
-        read_cache(t);
-    }
-    return FHD_OK;
-}
-
-void fhd__autotune_end(fhd__backend *b) {
-    fhd__autotune *t = b->tune;
-    if (!t)
-        return;
-    fhd__cuda_plan *p = &b->plan;
-    p->autotune_ms = now_ms() - t->t0_ms;
-    p->cache_hits = t->hits;
-    if (!t->why_ignored.empty())
-        snprintf(p->cache, sizeof p->cache, "ignored: %s", t->why_ignored.c_str());
-    else if (t->misses == 0 && t->hits > 0)
-        snprintf(p->cache, sizeof p->cache, "hit");
-    else
-        snprintf(p->cache, sizeof p->cache, "%s",
-                 t->file.empty() ? "miss (no cache path)" : "miss");
-    if (t->unreadable)
-        snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache),
-                 " (%d unreadable lines dropped)", t->unreadable);
-    if (t->over_budget)
-        snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache),
-                 " (budget reached: %d sites by the rule)", t->over_budget);
-    write_cache(t, p);
-    if (t->e0)
-        cudaEventDestroy(t->e0);
-    if (t->e1)
-        cudaEventDestroy(t->e1);
-    (void)cudaGetLastError();
-    delete t;
-    b->tune = NULL;
 }
 
 /* ---- timing --------------------------------------------------------------------------------- */

@@ -160,7 +160,7 @@ int fhd__algo_config_set(fhd__backend *b, const fhd__gemm_spec *s, const fhd__al
 void fhd__gemm_types(const fhd__gemm_spec *s, cublasComputeType_t *ct, cudaDataType_t *ab,
                      cudaDataType_t *c);
 
-/* ---- the autotune (cuda_autotune.cpp) ------------------------------------------------------- */
+/* ---- the autotune (cuda_autotune.cpp, cuda_autotune_cache.cpp) ------------------------------ */
 
 #define FHD_TUNE_MAX_RESULTS 64 /* heuristic results asked for by autotune "full" */
 /* Begin / end the autotune of the update's GEMMs at create (b->tune; autotune "off": nothing):

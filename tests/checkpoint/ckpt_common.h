@@ -204,6 +204,16 @@ static inline int snap_diff(const snapshot *a, const snapshot *b, int verbose) {
     return snap_diff_ex(a, b, verbose, 0);
 }
 
+/* Whether L's tensors and state metrics still equal *before bitwise (the differences printed):
+ * the check that a refused call left the learner unchanged. */
+static inline int snap_unchanged(const fhd_api_v1 *api, fhd_learner *L, const snapshot *before) {
+    snapshot now;
+    snap_take(api, L, &now);
+    const int d = snap_diff(before, &now, 1);
+    snap_free(&now);
+    return d == 0;
+}
+
 /* mkdir -p; returns 0 when the directory exists afterwards. */
 static inline int make_dirs(const char *path) {
     char p[1024];

@@ -130,10 +130,7 @@ static void expect_refused(fhd_learner *L, const snapshot *before, const char *w
           what, api->status_name(rc), msg, needle);
     CHECK(*secs < 0.1, "%s: refused after %.3f s", what, *secs);
     CHECK(*kib < 10 * 1024, "%s: +%ld KiB peak RSS", what, *kib);
-    snapshot now;
-    snap_take(api, L, &now);
-    CHECK(snap_diff(before, &now, 1) == 0, "%s: the refused load changed the learner", what);
-    snap_free(&now);
+    CHECK(snap_unchanged(api, L, before), "%s: the refused load changed the learner", what);
 }
 
 /* `n` bytes of text: prefix, then `unit` repeated, then suffix. */

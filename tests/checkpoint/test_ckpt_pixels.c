@@ -6,11 +6,12 @@
  * as the original. (The checkpoint header's bound is derived from the learner's config, so a
  * config with conv layers and frame tensors must fit it.)
  * usage: test_ckpt_pixels LIBRARY SCRATCH_DIR */
+#include "ckpt_common.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "fhd_test.h"
 
@@ -131,17 +132,15 @@ static void round_trip(const char *dir, uint32_t flags) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        printf("usage: test_ckpt_pixels LIBRARY SCRATCH_DIR\n");
-        return 2;
-    }
-    api = fhd_test_load(argv[1], NULL);
+    char dir[512];
+    const int rc = ckpt_start(argc, argv, &api, dir, sizeof dir);
+    if (rc >= 0)
+        return rc;
     if (!FHD_API_HAS(api, obs_info)) {
         printf("FAIL the library has no ABI minor 1 (obs_info)\n");
         return 1;
     }
-    mkdir(argv[2], 0755);
-    round_trip(argv[2], 0);
-    round_trip(argv[2], FHD_CKPT_INCLUDE_REPLAY);
+    round_trip(dir, 0);
+    round_trip(dir, FHD_CKPT_INCLUDE_REPLAY);
     return fhd_test_finish();
 }
