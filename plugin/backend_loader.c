@@ -74,9 +74,9 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
 #if !FHD_CUDA_NCCL
     if (c->distributed.on) { /* the all-reduce there is NCCL's (docs/design.md section 10) */
         *path = "$.distributed";
-        return "data-parallel training (distributed): this build's CUDA module has no NCCL part "
-               "(configure with nccl.h found: pip install nvidia-nccl-cu13, or "
-               "-DFHD_NCCL_INCLUDE_DIR=...)";
+        return "data-parallel training (distributed) in this build, whose CUDA module has no "
+               "NCCL part (configure with nccl.h found: pip install nvidia-nccl-cu13, or "
+               "-DFHD_NCCL_INCLUDE_DIR=...),";
     }
 #endif
     return NULL;
