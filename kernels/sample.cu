@@ -178,12 +178,13 @@ __global__ void __launch_bounds__(SAMPLE_THREADS) fhd_sample_gather_kernel(const
         const uint64_t total = a.prioritized ? a.nodes[1] : 0;
         const uint64_t c0 = a.prioritized ? first_step_node(a.nodes, a.leaves, lane) : 0;
         const uint64_t u = a.ahead ? a.st->sample_ahead : fhd__dev_sample_counter(a.st);
-        const uint64_t r = fhd__rng_u64(a.seed, FHD_RNG_STREAM_SAMPLE, u, j);
+        const uint64_t r = fhd__rng_u64(a.seed, FHD_RNG_STREAM_SAMPLE, u, a.first + j);
         uint64_t s;
         if (a.prioritized) {
             if (total) {
+                const uint32_t draws = a.draws ? a.draws : a.B;
                 s = warp_descend(a.nodes, a.leaves, c0, total,
-                                 fhd__stratum_target(total, a.B, j, r), lane, &qj);
+                                 fhd__stratum_target(total, draws, a.first + j, r), lane, &qj);
             } else {
                 s = 0;
                 qj = a.nodes[a.leaves];

@@ -29,6 +29,10 @@ typedef struct fhd__sample_args {
     int prioritized;
     uint64_t seed;
     uint32_t B, S, D;
+    /* config distributed: this rank's rows are draws [first, first + B) of one draw of `draws`
+     * (RNG counters and strata; docs/design.md section 10); one process: 0 and B (draws 0
+     * reads as B) */
+    uint32_t first, draws;
     const float *r_obs, *r_next;   /* (N, S) */
     const int32_t *r_act;          /* (N, D) */
     const float *r_ret, *r_disc;   /* (N) */

@@ -61,8 +61,8 @@ static const fhd__backend_ops *load_cuda(fhd_learner *L, char *why, size_t cap) 
     return ops;
 }
 
-/* What of the config the CUDA module cannot run yet (spectral norm on conv layers and distributed
- * are CPU-only for now), or NULL, with the JSON path.
+/* What of the config the CUDA module cannot run (spectral norm on conv layers; distributed in a
+ * build whose module has no NCCL part, FHD_CUDA_NCCL), or NULL, with the JSON path.
  * Decided here, before the module is loaded or asked, so that "auto" falls back instead of
  * failing. */
 static const char *cuda_unsupported(const fhd__config *c, const char **path) {
@@ -71,10 +71,14 @@ static const char *cuda_unsupported(const fhd__config *c, const char **path) {
         return "spectral norm on conv layers (spectral_norm \"all\" with a conv torso; \"last\" "
                "runs there)";
     }
-    if (c->distributed.on) { /* NCCL there is separate work (docs/design.md section 10) */
+#if !FHD_CUDA_NCCL
+    if (c->distributed.on) { /* the all-reduce there is NCCL's (docs/design.md section 10) */
         *path = "$.distributed";
-        return "data-parallel training (distributed: the MPI all-reduce is the cpu backend's)";
+        return "data-parallel training (distributed) in this build, whose CUDA module has no "
+               "NCCL part (configure with nccl.h found: pip install nvidia-nccl-cu13, or "
+               "-DFHD_NCCL_INCLUDE_DIR=...),";
     }
+#endif
     return NULL;
 }
 

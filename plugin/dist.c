@@ -21,7 +21,7 @@
 #endif
 
 /* The facts every rank must share, in allgather order. */
-enum { F_CONFIG, F_JSON_LEN, F_PARAMS, F_LIBRARY, F_WORLD, F_N };
+enum { F_CONFIG, F_JSON_LEN, F_PARAMS, F_LIBRARY, F_WORLD, F_BACKEND, F_N };
 
 static void module_path(char *out, size_t cap) {
     const char *env = getenv("FHD_MPI_MODULE");
@@ -119,9 +119,10 @@ static int32_t name_difference(const fhd__comm *c, const char *mine, const uint6
 int32_t fhd__dist_attach(fhd_learner *L, const float *params, uint64_t n_params, fhd_error *err) {
     if (!L->cfg.distributed.on)
         return FHD_OK;
-    if (!L->ops->set_comm) {
+    if (!L->ops->set_comm) { /* a CUDA module built without NCCL, not this core's */
         fhd__error_set(err, FHD_ERR_BACKEND_UNAVAILABLE, "$.distributed",
-                       "$.distributed: the %s backend does not train data-parallel yet",
+                       "$.distributed: the %s backend's module does not train data-parallel "
+                       "(a CUDA module built without NCCL)",
                        L->ops->name);
         return FHD_ERR_BACKEND_UNAVAILABLE;
     }
@@ -141,8 +142,9 @@ int32_t fhd__dist_attach(fhd_learner *L, const float *params, uint64_t n_params,
     const char *lib = FHD_VERSION_STRING;
     uint64_t mine[F_N] = {json ? fhd__fnv1a(json, strlen(json), FHD_FNV_INIT) : 0,
                           json ? strlen(json) : 0, fhd__dist_params_checksum(params, n_params),
-                          fhd__fnv1a(lib, strlen(lib), FHD_FNV_INIT),
-                          L->cfg.distributed.world_size};
+                          fhd__fnv1a(lib, strlen(lib), FHD_FNV_INIT), L->cfg.distributed.world_size,
+                          /* "auto" may resolve differently per rank: one engine for all */
+                          fhd__fnv1a(L->ops->name, strlen(L->ops->name), FHD_FNV_INIT)};
     uint64_t *all = calloc((size_t)size * F_N, sizeof(uint64_t));
     if (!all) { /* cannot take part: MPI's runtime ends the job when this process exits */
         free(json);
@@ -169,6 +171,13 @@ int32_t fhd__dist_attach(fhd_learner *L, const float *params, uint64_t n_params,
                            "$.distributed: rank %u runs another version of the library than "
                            "rank 0; every rank needs the same build", r);
             rc = FHD_ERR_CONFIG_INCONSISTENT;
+        } else if (f[F_BACKEND] != all[F_BACKEND]) {
+            fhd__error_set(err, FHD_ERR_CONFIG_INCONSISTENT, "$.backend",
+                           "$.backend: rank %u runs another backend than rank 0 (this rank: "
+                           "%s); every rank needs the same one (backend \"auto\" found a GPU "
+                           "on some ranks only?)",
+                           r, L->ops->name);
+            rc = FHD_ERR_CONFIG_INCONSISTENT;
         } else if (f[F_PARAMS] != all[F_PARAMS]) {
             fhd__error_set(err, FHD_ERR_CONFIG_INCONSISTENT, "$.distributed",
                            "$.distributed: the initial parameters of rank %u differ from rank "
@@ -183,10 +192,12 @@ int32_t fhd__dist_attach(fhd_learner *L, const float *params, uint64_t n_params,
                        L->cfg.distributed.world_size, c->world);
         rc = FHD_ERR_CONFIG_INCONSISTENT;
     }
-    if (rc == FHD_OK && L->ops->set_comm(L->be, c) != FHD_OK) {
-        fhd__error_set(err, FHD_ERR_INTERNAL, "$.distributed", "$.distributed: %s",
-                       L->ops->error(L->be));
-        rc = FHD_ERR_INTERNAL;
+    if (rc == FHD_OK) { /* the backend's own status: NCCL missing is BACKEND_UNAVAILABLE */
+        const int32_t src = L->ops->set_comm(L->be, c);
+        if (src != FHD_OK) {
+            fhd__error_set(err, src, "$.distributed", "$.distributed: %s", L->ops->error(L->be));
+            rc = src;
+        }
     }
 done:
     free(all);

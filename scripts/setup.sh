@@ -43,6 +43,15 @@ if ! $PY -c "import numpy, gymnasium, pytest, safetensors, ale_py" 2>/dev/null; 
   $PY -m pip install -q --disable-pip-version-check $PYPKGS ||
     $PY -m pip install -q --disable-pip-version-check --break-system-packages $PYPKGS
 fi
+# NCCL's header for the CUDA module's data-parallel part (docs/design.md section 10), where a
+# CUDA toolkit is present: the nvidia-nccl-cu13 wheel (nvidia/nccl/include and lib), which
+# CMake finds through this python; builds without nvcc do not need it.
+if command -v nvcc >/dev/null 2>&1 && ! $PY -c "import nvidia.nccl" 2>/dev/null; then
+  echo "setup: installing nvidia-nccl-cu13 for $PY"
+  $PY -m pip install -q --disable-pip-version-check nvidia-nccl-cu13 ||
+    $PY -m pip install -q --disable-pip-version-check --break-system-packages nvidia-nccl-cu13 ||
+    echo "setup: nvidia-nccl-cu13 not installed: the CUDA module is built without NCCL"
+fi
 # The Debian python (torch for the parity and checkpoint tests) also reads safetensors files.
 if ! /usr/bin/python3 -c "import safetensors" 2>/dev/null; then
   echo "setup: installing safetensors for /usr/bin/python3"

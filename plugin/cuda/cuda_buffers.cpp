@@ -103,7 +103,11 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         plan_add(p, &b->nodes, 2 * (size_t)b->leaves * 8, MEM_DEVICE, G_TREE);
     /* parameters */
     plan_add(p, &b->params, (b->T + P) * f, MEM_DEVICE, G_PARAMS);
-    plan_add(p, &b->grad, P * f, MEM_DEVICE, G_PARAMS);
+    /* distributed: the all-reduce's buffer is the gradient, the loss and the checksum slots
+     * (kernels/dist.cuh), one contiguous range */
+    const uint64_t grad_tail =
+        b->cfg.distributed.on ? 1 + (uint64_t)FHD_DIST_CK_WORDS * FHD_DIST_MAX_RANKS : 0;
+    plan_add(p, &b->grad, (P + grad_tail) * f, MEM_DEVICE, G_PARAMS);
     plan_add(p, &b->adam_m, P * f, MEM_DEVICE, G_PARAMS);
     plan_add(p, &b->adam_v, P * f, MEM_DEVICE, G_PARAMS);
     plan_add(p, &b->sn, 2 * lo->sn_size * f, MEM_DEVICE, G_PARAMS);
@@ -157,7 +161,11 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->d_stage, (size_t)b->stage_rows * (2 * stage_obs + D + 2) * f, MEM_DEVICE,
              G_ACT);
     /* small state, scratch, workspaces */
-    plan_add(p, &b->st, sizeof(fhd__dev_record), MEM_DEVICE, G_WORK); /* scalars, detail */
+    /* scalars, detail (distributed: and the checksum record, then the pack kernel's state) */
+    const size_t rec =
+        sizeof(fhd__dev_record) +
+        (b->cfg.distributed.on ? sizeof(fhd__dist_record) + sizeof(fhd__dist_state) : 0);
+    plan_add(p, &b->st, rec, MEM_DEVICE, G_WORK);
     plan_add(p, &b->sn_sigma, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
     plan_add(p, &b->sn_inv, 3 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
     plan_add(p, &b->sn_norms, 2 * FHD_MAX_HIDDEN_LAYERS * f, MEM_DEVICE, G_WORK);
@@ -213,7 +221,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->h_batch, b->gbatch_bytes, MEM_PINNED, 0);
     plan_add(p, &b->h_tdy, (B * D + B) * f, MEM_PINNED, 0);
     for (int i = 0; i < FHD_CUDA_SNAPSHOTS; i++)
-        plan_add(p, &b->h_snap[i], sizeof(fhd__dev_record), MEM_PINNED, 0);
+        plan_add(p, &b->h_snap[i], rec, MEM_PINNED, 0);
 }
 
 static int32_t oom_message(fhd__backend *b, const alloc_plan *p, const char *what, size_t bytes) {

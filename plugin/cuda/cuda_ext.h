@@ -70,7 +70,10 @@ enum {
                                        * first pass (cuda_plan.h, fork_sn1) */
     FHD_CUDA_INFO_HEAD_IN_LOSS = 10,  /* 1: both head forwards inside the loss kernel
                                        * (cuda_plan.h, head_in_loss) */
-    FHD_CUDA_INFO_COUNT = 11
+    FHD_CUDA_INFO_DIST_WAITS = 11,    /* distributed: train's waits for its queue of updates to
+                                       * shorten (cuda_dist.cpp, FHD_CUDA_DIST_DEPTH); not
+                                       * synchronisations of the update's work */
+    FHD_CUDA_INFO_COUNT = 12
 };
 
 #endif

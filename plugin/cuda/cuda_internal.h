@@ -32,6 +32,7 @@ extern "C" {
 #include "bf16.cuh"
 #include "conv.cuh"
 #include "device_state.cuh"
+#include "dist.cuh"
 #include "metrics.cuh"
 #include "optim.cuh"
 #include "prune.cuh"
@@ -412,10 +413,19 @@ struct fhd__backend {
     /* image observations: uint8 / scaled inputs and the frame-once replay (cuda_frames.h) */
     struct fhd__cuda_img *img;
 
+    /* config distributed (cuda_dist.cpp): the NCCL communicator, the distributed update's
+     * kernel arguments and the host's waits; NULL otherwise (and in a build without NCCL) */
+    struct fhd__cuda_dist *dist;
+    /* bytes of the device record a snapshot copies: the scalars, with detailed_metrics the
+     * detail after them, distributed also the checksum record after that */
+    size_t snap_bytes;
+    fhd__dist_record snap_dist; /* distributed: snap_last's checksum record */
+
     /* host mirrors */
     uint64_t updates, pos, size, max_q; /* updates: run, applied or skipped by the guard */
     uint64_t skip_reported; /* the guard's skips train()/train_batch have reported */
     uint64_t sync_count; /* stream/event/device synchronisations done by the backend */
+    uint64_t dist_waits; /* distributed: train's waits for a shorter queue (cuda_dist.cpp) */
 };
 
 /* cuda_update.cpp */
@@ -530,6 +540,52 @@ int32_t fhd__cuda_img_write(fhd__backend *b, int kind, uint64_t offset, uint64_t
                             const void *src);
 int32_t fhd__cuda_img_set_scalars(fhd__backend *b, const fhd__backend_scalars *in);
 int32_t fhd__cuda_img_check(fhd__backend *b, char *msg, size_t cap);
+/* cuda_dist.cpp, cuda_nccl.cpp: config distributed (docs/design.md section 10). Built where
+ * nccl.h was found (FHD_HAVE_NCCL); elsewhere b->dist is always NULL and these do nothing. */
+#if FHD_HAVE_NCCL
+/* backend.h's set_comm: NCCL's communicator over the ranks of comm, the sampling shares, the
+ * initial checksum comparison, the update captured again with the all-reduce. */
+int32_t fhd__cuda_set_comm(fhd__backend *b, const struct fhd__comm *comm);
+/* Record the distributed update's nodes between the backward's join and the optimiser: the
+ * gradient finished and packed, the all-reduce, the mean (and detailed_metrics' head rows). */
+int32_t fhd__cuda_dist_record(fhd__backend *b, cudaStream_t s);
+/* The optimiser's arguments for the finished gradient: a_opt's plan without partials or parts. */
+const fhd__opt_args *fhd__cuda_dist_opt(fhd__backend *b);
+/* Wait for stream s (or event e) with NCCL's error check and the timeout: the distributed
+ * form of fhd__cuda_sync / fhd__cuda_sync_event. */
+int32_t fhd__cuda_dist_wait(fhd__backend *b, cudaStream_t s, cudaEvent_t e);
+/* train: after each update's launch, keep at most FHD_CUDA_DIST_DEPTH updates queued. */
+int32_t fhd__cuda_dist_throttle(fhd__backend *b);
+/* The metrics' "distributed" object (a JSON member, leading comma) into buf, snprintf-style. */
+int fhd__cuda_dist_describe(const fhd__backend *b, char *buf, size_t cap);
+/* Before the streams are synchronised by destroy: wait (bounded), then free the communicator
+ * (aborted where a rank failed) and the dist state. */
+void fhd__cuda_dist_destroy(fhd__backend *b);
+cudaError_t fhd__cuda_dist_kernels_preload(fhd__backend *b);
+#else
+static inline int32_t fhd__cuda_dist_record(fhd__backend *, cudaStream_t) {
+    return FHD_OK;
+}
+static inline const fhd__opt_args *fhd__cuda_dist_opt(fhd__backend *b) {
+    return &b->a_opt;
+}
+static inline int32_t fhd__cuda_dist_wait(fhd__backend *, cudaStream_t, cudaEvent_t) {
+    return FHD_OK;
+}
+static inline int32_t fhd__cuda_dist_throttle(fhd__backend *) {
+    return FHD_OK;
+}
+static inline int fhd__cuda_dist_describe(const fhd__backend *, char *buf, size_t cap) {
+    if (cap)
+        buf[0] = 0;
+    return 0;
+}
+static inline void fhd__cuda_dist_destroy(fhd__backend *) {}
+static inline cudaError_t fhd__cuda_dist_kernels_preload(fhd__backend *) {
+    return cudaSuccess;
+}
+#endif
+
 /* cuda_state.cpp */
 int32_t fhd__cuda_read(fhd__backend *b, int kind, uint64_t offset, uint64_t count, void *dst);
 int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t count,

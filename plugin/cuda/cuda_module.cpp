@@ -20,6 +20,7 @@ static void cuda_destroy(fhd__backend *b) {
     if (!b)
         return;
     cudaSetDevice(b->device);
+    fhd__cuda_dist_destroy(b); /* first: a bounded wait, then NCCL's communicator freed */
     if (b->s_main)
         cudaStreamSynchronize(b->s_main);
     if (b->s_side)
@@ -174,6 +175,30 @@ static int32_t initialise(fhd__backend *b, const float *params, const float *sn)
     return fhd__cuda_sync(b, s);
 }
 
+/* The device of a rank (config distributed): the config's device plus the rank's local rank
+ * on its node, from the launcher's environment (Open MPI, MPICH/Hydra, Slurm, or LOCAL_RANK),
+ * modulo the devices this process sees: one device per rank whether every rank sees all of
+ * the node's devices or each only its own (CUDA_VISIBLE_DEVICES). One process: the config's. */
+static int rank_device(const fhd__config *cfg) {
+    if (!cfg->distributed.on)
+        return cfg->device;
+    const char *names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID",
+                           "LOCAL_RANK"};
+    int local = 0, n = 0;
+    for (const char *nm : names) {
+        const char *v = getenv(nm);
+        if (v && *v) {
+            local = atoi(v);
+            break;
+        }
+    }
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError();
+        return cfg->device;
+    }
+    return (int)(((long long)cfg->device + (local > 0 ? local : 0)) % n);
+}
+
 static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const float *params,
                            const float *sn, fhd__backend **out, char *msg, size_t msg_cap) {
     *out = NULL;
@@ -184,7 +209,7 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
     }
     b->cfg = *cfg;
     b->lo = *lo;
-    b->device = cfg->device;
+    b->device = rank_device(cfg);
     b->P = lo->num_params;
     b->T = (b->P + 63) / 64 * 64;
     b->B = cfg->batch_size;
@@ -194,6 +219,7 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
     b->rows_on = cfg->double_dqn ? 2 * b->B : b->B;
     b->HOs = (lo->head_out + 3u) & ~3u;
     b->has_sn = lo->num_sn > 0;
+    b->snap_bytes = cfg->detailed_metrics ? sizeof(fhd__dev_record) : sizeof(fhd__dev_scalars);
     b->max_q = fhd__prio_quantize(1.0);
     {
         /* act chunk rows: the front asks for at most max(num_envs, 256) rows per call */
@@ -397,7 +423,11 @@ static const fhd__backend_ops cuda_ops = {
     op_replay_add_u8,
     op_frame_add,
     op_replay_add_ids,
-    nullptr, /* set_comm: distributed is refused before the module is asked (backend_loader.c) */
+#if FHD_HAVE_NCCL
+    fhd__cuda_set_comm, /* over NCCL (cuda_dist.cpp) */
+#else
+    nullptr, /* set_comm: built without NCCL, distributed is refused (backend_loader.c) */
+#endif
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *

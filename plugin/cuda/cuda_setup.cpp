@@ -93,6 +93,8 @@ static void prepare_sample(fhd__backend *b) {
     a->prioritized = b->prioritized;
     a->seed = b->cfg.seed;
     a->B = b->B;
+    a->first = 0; /* distributed: set_comm gives this rank's share (cuda_dist.cpp) */
+    a->draws = b->B;
     a->S = b->lo.S;
     a->D = b->lo.D;
     a->r_obs = b->r_obs;

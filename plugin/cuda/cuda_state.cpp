@@ -108,6 +108,7 @@ static int32_t read_ext(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
         all[FHD_CUDA_INFO_OPT_PER] = b->a_opt.per;
         all[FHD_CUDA_INFO_FORK_SN1] = (uint64_t)b->plan.fork_sn1;
         all[FHD_CUDA_INFO_HEAD_IN_LOSS] = (uint64_t)b->plan.head_in_loss;
+        all[FHD_CUDA_INFO_DIST_WAITS] = b->dist_waits;
         for (uint32_t l = 0; l < b->lo.L; l++)
             all[FHD_CUDA_INFO_DZ_TRANSPOSED] |= (uint64_t)(b->plan.dz_t[l] != 0) << l;
         memcpy(o, all, sizeof(uint64_t) * count);
@@ -376,6 +377,9 @@ int32_t fhd__cuda_describe(fhd__backend *b, char *buf, size_t cap) {
     n += snprintf((size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0,
                   "\",\"ms\":%.1f},\"plan\":", p->autotune_ms);
     n += fhd__cuda_plan_json(p, (size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0);
+    if (b->dist) /* ,"distributed":{...} */
+        n += fhd__cuda_dist_describe(b, (size_t)n < cap ? buf + n : NULL,
+                                     (size_t)n < cap ? cap - n : 0);
     n += snprintf((size_t)n < cap ? buf + n : NULL, (size_t)n < cap ? cap - n : 0, "}");
     return n;
 }

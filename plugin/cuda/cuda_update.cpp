@@ -52,12 +52,16 @@
 
 int32_t fhd__cuda_sync(fhd__backend *b, cudaStream_t s) {
     b->sync_count++;
+    if (b->dist) /* bounded: a rank that failed must not hang this one (cuda_dist.cpp) */
+        return fhd__cuda_dist_wait(b, s, NULL);
     FHD_CK(b, cudaStreamSynchronize(s));
     return FHD_OK;
 }
 
 int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e) {
     b->sync_count++;
+    if (b->dist)
+        return fhd__cuda_dist_wait(b, NULL, e);
     FHD_CK(b, cudaEventSynchronize(e));
     return FHD_OK;
 }
@@ -136,7 +140,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, cudaStreamWaitEvent(s_hd, b->ev_loss, 0));
     }
     FHD_TRY(fhd__gemm_run(b, &b->bwd_dw[L], s_hd, b->ws_prio));
-    if (b->cfg.detailed_metrics) /* the head's row norms from its gradient (+1 node) */
+    /* distributed: after the all-reduce instead (fhd__cuda_dist_record) */
+    if (b->cfg.detailed_metrics && !b->dist) /* the head's row norms from its gradient (+1 node) */
         FHD_CK(b, fhd__cuda_detail_rows(&b->a_detail, s_hd));
     FHD_CK(b, cudaEventRecord(b->ev_prio, b->s_prio));
     if (b->plan.hdw_side)
@@ -213,12 +218,19 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_obs, sa));
         FHD_CK(b, cudaEventRecord(b->ev_ahead, sa));
     }
+    /* distributed: the gradient finished, summed over the ranks and averaged (3 nodes and
+     * NCCL's); the optimiser then reads it whole (cuda_dist.cpp) */
+    const fhd__opt_args *opt = &b->a_opt;
+    if (b->dist) {
+        FHD_TRY(fhd__cuda_dist_record(b, s0));
+        opt = fhd__cuda_dist_opt(b);
+    }
     FHD_TRY(fhd__cuda_prune_record_mask(b, s0)); /* pruning: the gradient masked (+1 node) */
     if (b->plan.opt_grid) {
-        FHD_CK(b, fhd__cuda_opt_fused(&b->a_opt, b->plan.opt_grid, s0));
+        FHD_CK(b, fhd__cuda_opt_fused(opt, b->plan.opt_grid, s0));
     } else {
-        FHD_CK(b, fhd__cuda_clip_grad_norm(&b->a_opt, s0));
-        FHD_CK(b, fhd__cuda_adam_step(&b->a_opt, s0));
+        FHD_CK(b, fhd__cuda_clip_grad_norm(opt, s0));
+        FHD_CK(b, fhd__cuda_adam_step(opt, s0));
     }
     if (la->prio_stage) /* the guard with PER: the staged priorities unless skipped (+1 node) */
         FHD_CK(b, fhd__cuda_priority_commit(la, s0));
@@ -241,6 +253,7 @@ static int32_t preload(fhd__backend *b) {
     FHD_CK(b, fhd__cuda_replay_preload());
     FHD_CK(b, fhd__cuda_act_preload());
     FHD_CK(b, fhd__cuda_bf16_preload());
+    FHD_CK(b, fhd__cuda_dist_kernels_preload(b));
     for (uint32_t l = 0; l <= b->lo.L; l++) {
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], b->s_main, b->ws_main));
         if (!(l == 0 && b->plan.pair_fwd0))
@@ -309,7 +322,10 @@ int32_t fhd__cuda_capture(fhd__backend *b) {
 static int32_t capture(fhd__backend *b, int v) {
     const int sample_in = v == FHD_CUDA_GRAPH_SINGLE || v == FHD_CUDA_GRAPH_FIRST;
     const int ahead = v == FHD_CUDA_GRAPH_FIRST || v == FHD_CUDA_GRAPH_STEADY;
-    FHD_CK(b, cudaStreamBeginCapture(b->s_main, cudaStreamCaptureModeGlobal));
+    /* distributed: thread-local, so that NCCL's own threads may use CUDA during the capture
+     * (as nccl-tests capture); the update's thread is checked alike in both modes */
+    FHD_CK(b, cudaStreamBeginCapture(b->s_main, b->dist ? cudaStreamCaptureModeThreadLocal
+                                                        : cudaStreamCaptureModeGlobal));
     int32_t rc = fhd__cuda_record_update(b, 1, sample_in, ahead);
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(b->s_main, &g);
@@ -355,9 +371,10 @@ int32_t fhd__cuda_snapshot(fhd__backend *b) {
     }
     if (k == b->snap_next)
         b->snap_next = (b->snap_next + 1) % FHD_CUDA_SNAPSHOTS;
-    /* the record's scalars, and with detailed_metrics its detail after them */
-    const size_t bytes = b->cfg.detailed_metrics ? sizeof(fhd__dev_record) : sizeof(fhd__dev_scalars);
-    FHD_CK(b, cudaMemcpyAsync(b->h_snap[k], b->st, bytes, cudaMemcpyDeviceToHost, b->s_main));
+    /* the record's scalars, with detailed_metrics its detail after them, distributed the
+     * checksum record after that (b->snap_bytes) */
+    FHD_CK(b,
+           cudaMemcpyAsync(b->h_snap[k], b->st, b->snap_bytes, cudaMemcpyDeviceToHost, b->s_main));
     FHD_CK(b, cudaEventRecord(b->ev_snaps[k], b->s_main));
     b->snap_seq[k] = ++b->snap_counter;
     b->snap_newest = k;
@@ -384,6 +401,9 @@ int32_t fhd__cuda_poll_snapshots(fhd__backend *b) {
         if (b->cfg.detailed_metrics)
             b->snap_detail = ((const fhd__dev_record *)(const void *)b->h_snap[best])
                                  ->detail[b->snap_last.stats_update & 1];
+        if (b->dist)
+            memcpy(&b->snap_dist, (const char *)b->h_snap[best] + sizeof(fhd__dev_record),
+                   sizeof b->snap_dist);
         b->snap_last_seq = b->snap_seq[best];
         b->max_q = b->snap_last.max_q;
     }
@@ -456,6 +476,8 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
         const int v = first ? (last ? FHD_CUDA_GRAPH_SINGLE : FHD_CUDA_GRAPH_FIRST)
                             : (last ? FHD_CUDA_GRAPH_LAST : FHD_CUDA_GRAPH_STEADY);
         FHD_CK(b, cudaGraphLaunch(b->gexec[v], b->s_main));
+        if (b->dist) /* a bounded queue: a failed rank is noticed here (cuda_dist.cpp) */
+            FHD_TRY(fhd__cuda_dist_throttle(b));
     }
     b->updates += num_updates;
     if (timed) {

@@ -12,7 +12,8 @@
  *             with a message naming the key
  *   kill      rank 1 kills itself after 50 updates; the others train on (run_mpi.sh checks
  *             that mpirun ends the job within its timeout)
- *   refusals  (no mpirun) the config's errors, backend "cuda" refused, and no MPI module
+ *   refusals  (no mpirun) the config's errors, backend "cuda" refused where the build has no
+ *             NCCL (else refused only for what the machine lacks), and no MPI module
  *             ($FHD_MPI_MODULE pointing nowhere): FHD_ERR_BACKEND_UNAVAILABLE
  * Only lockstep calls MPI itself (after which the library finds MPI initialised); the other
  * modes read the rank from Open MPI's environment and leave MPI to the library. */
@@ -395,9 +396,29 @@ static void mode_refusals(void) {
            FHD_ERR_CONFIG_RANGE, "$.distributed.world_size", "out of range");
     expect("{\"obs_dim\": 4, \"actions\": [3], \"distributed\": 2}", FHD_ERR_CONFIG_TYPE,
            "$.distributed", "object");
+#if FHD_CUDA_NCCL
+    { /* NCCL built: refused only by what this machine lacks (a device, libnccl.so.2), or, with
+       * both, by the singleton's world of 1 */
+        const char *cfg = "{\"obs_dim\": 4, \"actions\": [3], \"backend\": \"cuda\", "
+                          "\"distributed\": {\"world_size\": 2}}";
+        fhd_error err = FHD_ERROR_INIT;
+        int32_t rc;
+        fhd_learner *L = create(cfg, &err, &rc);
+        printf("%s -> %s %s: %s\n", cfg, api->status_name(rc), err.path, err.message);
+        CHECK((rc == FHD_ERR_BACKEND_UNAVAILABLE && strcmp(err.path, "$.backend") == 0) ||
+                  (rc == FHD_ERR_BACKEND_UNAVAILABLE && strcmp(err.path, "$.distributed") == 0 &&
+                   strstr(err.message, "NCCL")) ||
+                  (rc == FHD_ERR_CONFIG_INCONSISTENT &&
+                   strcmp(err.path, "$.distributed.world_size") == 0),
+              "backend cuda with distributed: %s at %s: %s", api->status_name(rc), err.path,
+              err.message);
+        api->destroy(L);
+    }
+#else
     expect("{\"obs_dim\": 4, \"actions\": [3], \"backend\": \"cuda\", \"distributed\": "
            "{\"world_size\": 2}}",
-           FHD_ERR_BACKEND_UNAVAILABLE, "$.distributed", "cpu backend only");
+           FHD_ERR_BACKEND_UNAVAILABLE, "$.distributed", "no NCCL part");
+#endif
     setenv("FHD_MPI_MODULE", "/nonexistent/libfoxhunt_dqn_mpi.so", 1);
     expect("{\"obs_dim\": 4, \"actions\": [3], \"distributed\": {\"world_size\": 1}}",
            FHD_ERR_BACKEND_UNAVAILABLE, "$.distributed", "needs the MPI module");
