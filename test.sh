@@ -4,7 +4,7 @@
 #   FHD_SANITIZE=ON ./test.sh # the same under AddressSanitizer + UBSan (build-asan/)
 set -euo pipefail
 cd "$(dirname "$0")"
-bash scripts/setup.sh
+FHD_SETUP_NCCL=1 bash scripts/setup.sh
 SAN=${FHD_SANITIZE:-OFF}
 BUILD=${FHD_BUILD_DIR:-build}
 [ "$SAN" = "ON" ] && BUILD=${FHD_BUILD_DIR:-build-asan}

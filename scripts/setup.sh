@@ -43,10 +43,12 @@ if ! $PY -c "import numpy, gymnasium, pytest, safetensors, ale_py" 2>/dev/null; 
   $PY -m pip install -q --disable-pip-version-check $PYPKGS ||
     $PY -m pip install -q --disable-pip-version-check --break-system-packages $PYPKGS
 fi
-# NCCL's header for the CUDA module's data-parallel part (docs/design.md section 10), where a
-# CUDA toolkit is present: the nvidia-nccl-cu13 wheel (nvidia/nccl/include and lib), which
-# CMake finds through this python; builds without nvcc do not need it.
-if command -v nvcc >/dev/null 2>&1 && ! $PY -c "import nvidia.nccl" 2>/dev/null; then
+# NCCL's header for the CUDA module's data-parallel part (docs/design.md section 10), for the
+# full build (./test.sh sets FHD_SETUP_NCCL=1; the main job, ./train.sh, trains one process and
+# does not fetch it) where a CUDA toolkit is present: the nvidia-nccl-cu13 wheel
+# (nvidia/nccl/include and lib, about 350 MB), which CMake finds through this python.
+if [ "${FHD_SETUP_NCCL:-0}" = 1 ] && command -v nvcc >/dev/null 2>&1 &&
+  ! $PY -c "import nvidia.nccl" 2>/dev/null; then
   echo "setup: installing nvidia-nccl-cu13 for $PY"
   $PY -m pip install -q --disable-pip-version-check nvidia-nccl-cu13 ||
     $PY -m pip install -q --disable-pip-version-check --break-system-packages nvidia-nccl-cu13 ||
