@@ -37,6 +37,17 @@
 
 #include "layout.h"
 
+/* FHD_CPU_SIMD marks an elementwise loop to be compiled also for AVX-512 and AVX2, the widest
+ * the CPU has picked when the library loads (GCC/clang function clones, an ifunc). Each element
+ * gets the same operations in every clone: no reductions across elements are reordered (the
+ * compiler keeps FP sums in order) and nothing is contracted into an FMA (-ffp-contract=off,
+ * plugin/CMakeLists.txt), so every clone gives the same bits. */
+#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define FHD_CPU_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FHD_CPU_SIMD
+#endif
+
 /* How a layer's GEMMs compute (config matmul_precision, docs/design.md section 4, "GEMM
  * precision"). fp32 (bf16 0, alpha 1): plain sgemm. bf16: the operands hold bf16 values (W a
  * rounded copy of the weights, x the bf16 activations or the rounded input; the backward rounds
@@ -88,24 +99,24 @@ float fhd__sn_sigma(const float *W, const float *u, const float *v, uint32_t m, 
 void fhd__sn_scale(float *Wsn, const float *W, float sigma, uint64_t n);
 /* Gradient through W_sn = W / (u^T W v) with u, v constant, in place on g (m, k):
  * g <- g / sigma - (sum(g * W) / sigma^2) u v^T. */
-void fhd__sn_weight_backward(float *g, const float *W, const float *u, const float *v,
-                             float sigma, uint32_t m, uint32_t k);
+void fhd__sn_weight_backward(float *g, const float *W, const float *u, const float *v, float sigma,
+                             uint32_t m, uint32_t k);
 
 /* TD targets: y (B) = r + disc * (1/D) sum_d qt_d(s', a*_d) with a* from `sel` (B, KT):
  * the online net's Q(s') for double DQN, else the target net's (max). */
-void fhd__td_target(float *y, const float *r, const float *disc, const float *qt,
-                    const float *sel, const fhd__layout *lo, uint32_t B);
+void fhd__td_target(float *y, const float *r, const float *disc, const float *qt, const float *sel,
+                    const fhd__layout *lo, uint32_t B);
 
 /* Loss and its gradient w.r.t. Q (B, KT). td (B, D) receives Q_d(s, a_d) - y.
  * Returns the loss; *td_abs_mean and *q_mean receive the batch statistics. */
 typedef struct fhd__loss_params {
-    int huber;          /* 1 Huber(delta), 0 MSE */
+    int huber; /* 1 Huber(delta), 0 MSE */
     float delta;
     float cql_alpha;
 } fhd__loss_params;
 float fhd__td_loss(float *dq, float *td, const float *q, const int32_t *actions, const float *y,
-                   const float *w, const fhd__layout *lo, uint32_t B,
-                   const fhd__loss_params *p, float *td_abs_mean, float *q_mean);
+                   const float *w, const fhd__layout *lo, uint32_t B, const fhd__loss_params *p,
+                   float *td_abs_mean, float *q_mean);
 
 /* Global L2 norm of g (n) and, when max_norm > 0, PyTorch clip_grad_norm_ scaling. Returns
  * the norm before clipping. */
