@@ -264,11 +264,26 @@ FHD_CPU_SIMD static void scale_n(float *g, uint64_t n, float c) {
         g[i] *= c;
 }
 
+/* sum of g[i]^2 (n) in double, in FHD_SUMSQ_LANES interleaved partial sums (element i goes to
+ * sum i mod LANES) added pairwise at the end: a fixed order, so the same bits on every run and
+ * clone, and independent chains that vectorise (one running sum is bound by the add latency). */
+#define FHD_SUMSQ_LANES 16
+FHD_CPU_SIMD static double sum_squares(const float *g, uint64_t n) {
+    double s[FHD_SUMSQ_LANES] = {0.0};
+    uint64_t i = 0;
+    for (; i + FHD_SUMSQ_LANES <= n; i += FHD_SUMSQ_LANES)
+        for (uint32_t j = 0; j < FHD_SUMSQ_LANES; j++)
+            s[j] += (double)g[i + j] * g[i + j];
+    for (uint32_t j = 0; i < n; i++, j++)
+        s[j] += (double)g[i] * g[i];
+    for (uint32_t w = FHD_SUMSQ_LANES / 2; w > 0; w /= 2)
+        for (uint32_t j = 0; j < w; j++)
+            s[j] += s[j + w];
+    return s[0];
+}
+
 float fhd__clip_grad_norm(float *g, uint64_t n, float max_norm) {
-    double s = 0.0;
-    for (uint64_t i = 0; i < n; i++)
-        s += (double)g[i] * g[i];
-    const float norm = (float)sqrt(s);
+    const float norm = (float)sqrt(sum_squares(g, n));
     if (max_norm > 0.0f) {
         const float coef = max_norm / (norm + 1e-6f);
         if (coef < 1.0f)
