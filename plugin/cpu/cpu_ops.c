@@ -39,21 +39,30 @@ void fhd__linear_forward(float *y, const float *x, const float *W, const float *
         fhd__bf16_round_n(y, y, (uint64_t)B * out);
 }
 
-/* db (out) = sum of the rows of dy (B, out), in row order. */
-FHD_CPU_SIMD static void bias_grad(float *restrict db, const float *restrict dy, uint32_t B,
-                                   uint32_t out) {
+/* db (out) = sum of the rows of dy (B, out), in row order; with h (B, out), the layer's ReLU
+ * output, first dy = dy * (h > 0) in place, row by row in the same pass. */
+FHD_CPU_SIMD static void bias_grad(float *restrict db, float *restrict dy, const float *restrict h,
+                                   uint32_t B, uint32_t out) {
     memset(db, 0, sizeof(float) * out);
     for (uint32_t i = 0; i < B; i++) {
-        const float *row = dy + (size_t)i * out;
-        for (uint32_t j = 0; j < out; j++)
-            db[j] += row[j];
+        float *row = dy + (size_t)i * out;
+        if (h) {
+            const float *hr = h + (size_t)i * out;
+            for (uint32_t j = 0; j < out; j++) {
+                row[j] = hr[j] > 0.0f ? row[j] : 0.0f;
+                db[j] += row[j];
+            }
+        } else {
+            for (uint32_t j = 0; j < out; j++)
+                db[j] += row[j];
+        }
     }
 }
 
-void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *x,
-                          const float *W, uint32_t B, uint32_t in, uint32_t out,
+void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *h,
+                          const float *x, const float *W, uint32_t B, uint32_t in, uint32_t out,
                           const fhd__gemm_mode *m) {
-    bias_grad(db, dy, B, out);
+    bias_grad(db, dy, h, B, out);
     if (m->bf16) /* the GEMMs' operand; db above summed the fp32 values */
         fhd__bf16_round_n(dy, dy, (uint64_t)B * out);
     /* dW (out, in) = dy^T (out, B) . x (B, in) */
@@ -71,13 +80,13 @@ FHD_CPU_SIMD void fhd__relu_backward(float *restrict dy, const float *restrict h
 
 void fhd__head_combine(float *q, const float *out, const fhd__layout *lo, uint32_t B) {
     const uint32_t HO = lo->head_out, KT = lo->KT;
+    if (!lo->dueling) { /* HO == KT: the outputs are Q */
+        memcpy(q, out, sizeof(float) * B * KT);
+        return;
+    }
     for (uint32_t i = 0; i < B; i++) {
         const float *o = out + (size_t)i * HO;
         float *qi = q + (size_t)i * KT;
-        if (!lo->dueling) {
-            memcpy(qi, o, sizeof(float) * KT);
-            continue;
-        }
         const float v = o[0];
         for (uint32_t d = 0; d < lo->D; d++) {
             const float *a = o + 1 + lo->k_off[d];
@@ -93,13 +102,13 @@ void fhd__head_combine(float *q, const float *out, const fhd__layout *lo, uint32
 
 void fhd__head_combine_backward(float *dout, const float *dq, const fhd__layout *lo, uint32_t B) {
     const uint32_t HO = lo->head_out, KT = lo->KT;
+    if (!lo->dueling) { /* HO == KT */
+        memcpy(dout, dq, sizeof(float) * B * KT);
+        return;
+    }
     for (uint32_t i = 0; i < B; i++) {
         const float *g = dq + (size_t)i * KT;
         float *o = dout + (size_t)i * HO;
-        if (!lo->dueling) {
-            memcpy(o, g, sizeof(float) * KT);
-            continue;
-        }
         float dv = 0.0f;
         for (uint32_t d = 0; d < lo->D; d++) {
             const float *gd = g + lo->k_off[d];

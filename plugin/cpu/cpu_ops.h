@@ -13,7 +13,8 @@
  *                                summed by the optimiser's norm pass; layer 0's dW can come from
  *                                fhd__cuda_relu_backward_dw (fuse_dw0); a small head's dx from
  *                                fhd__cuda_head_dx
- *   fhd__relu_backward           fhd__cuda_relu_backward_bgrad / _dw, or fhd__cuda_head_dx (the
+ *   fhd__relu_backward, fhd__linear_backward's h
+ *                                fhd__cuda_relu_backward_bgrad / _dw, or fhd__cuda_head_dx (the
  *                                layer below a small head)
  *   fhd__head_combine, fhd__td_target, fhd__td_loss, fhd__head_combine_backward
  *                                one kernel: fhd__cuda_td_loss (with the PER weights)
@@ -65,18 +66,20 @@ typedef struct fhd__gemm_mode {
 void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
                          uint32_t in, uint32_t out, int relu, const fhd__gemm_mode *m);
 
-/* Backward of y = alpha x W^T + b (no activation; apply relu_backward to dy first).
- * db (out) = sum_rows dy; then (bf16) dy is rounded in place; dx (B, in) = alpha dy W (skipped
- * when dx is NULL); dW (out, in) = dy^T x (the gradient of alpha W: a normalised layer's
- * sn_weight_backward follows). */
-void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *x,
-                          const float *W, uint32_t B, uint32_t in, uint32_t out,
+/* Backward of y = relu?(alpha x W^T + b), dy (B, out) = dL/dy. h: the layer's ReLU output
+ * (B, out), or NULL for a layer without one; then dy = relu_backward(dy, h) in place, in the
+ * same pass as db (out) = sum_rows dy; then (bf16) dy is rounded in place; dx (B, in) =
+ * alpha dy W (skipped when dx is NULL); dW (out, in) = dy^T x (the gradient of alpha W: a
+ * normalised layer's sn_weight_backward follows). */
+void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *h,
+                          const float *x, const float *W, uint32_t B, uint32_t in, uint32_t out,
                           const fhd__gemm_mode *m);
 
 /* dst (n) = src rounded to bf16 values (common/bf16.h); dst may be src. */
 void fhd__bf16_round_n(float *dst, const float *src, uint64_t n);
 
-/* dz = dy * (h > 0), in place on dy; h the ReLU output (n elements). */
+/* dz = dy * (h > 0), in place on dy; h the ReLU output (n elements). (The conv layers'; a
+ * linear layer's is fhd__linear_backward's h.) */
 void fhd__relu_backward(float *dy, const float *h, uint64_t n);
 
 /* Head outputs (B, HO) -> Q (B, KT). Dueling: Q_d(a) = V + A_d(a) - mean_a A_d(a). */
