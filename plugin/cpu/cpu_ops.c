@@ -274,8 +274,9 @@ FHD_CPU_SIMD static void scale_n(float *g, uint64_t n, float c) {
 }
 
 /* sum of g[i]^2 (n) in double, in FHD_SUMSQ_LANES interleaved partial sums (element i goes to
- * sum i mod LANES) added pairwise at the end: a fixed order, so the same bits on every run and
- * clone, and independent chains that vectorise (one running sum is bound by the add latency). */
+ * sum i mod LANES), folded in halves at the end (s[j] += s[j + w], w = LANES/2 .. 1): a fixed
+ * order, so the same bits on every run and clone, and independent chains that vectorise (one
+ * running sum is bound by the add latency). */
 #define FHD_SUMSQ_LANES 16
 FHD_CPU_SIMD static double sum_squares(const float *g, uint64_t n) {
     double s[FHD_SUMSQ_LANES] = {0.0};

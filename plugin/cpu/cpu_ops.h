@@ -38,11 +38,10 @@
 
 #include "layout.h"
 
-/* FHD_CPU_SIMD marks an elementwise loop to be compiled also for AVX-512 and AVX2, the widest
- * the CPU has picked when the library loads (GCC/clang function clones, an ifunc). Each element
- * gets the same operations in every clone: no reductions across elements are reordered (the
- * compiler keeps FP sums in order) and nothing is contracted into an FMA (-ffp-contract=off,
- * plugin/CMakeLists.txt), so every clone gives the same bits. */
+/* FHD_CPU_SIMD: a loop function compiled also for AVX-512 and AVX2 (GCC/clang function clones;
+ * the loader picks the widest the CPU has). Every clone does the same operations on each
+ * element: FP sums stay in source order (the compiler reorders none) and nothing is contracted
+ * into an FMA (-ffp-contract=off, plugin/CMakeLists.txt), so all clones give the same bits. */
 #if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
 #define FHD_CPU_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
