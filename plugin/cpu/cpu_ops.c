@@ -31,9 +31,15 @@ FHD_CPU_SIMD static void bias_act(float *restrict y, const float *restrict b, ui
 
 void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
                          uint32_t in, uint32_t out, int relu, const fhd__gemm_mode *m) {
-    /* y (B, out) = alpha x (B, in) . W^T (in, out) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, m->alpha, x,
-                (int)in, W, (int)in, 0.0f, y, (int)out);
+    /* y (B, out) = alpha x (B, in) . W^T (in, out); one row (act on one observation) as
+     * y^T (out, 1) = alpha W x^T, which OpenBLAS computes faster (its Haswell kernels pad a
+     * one-row A) and, there and in its AVX-512 kernels, to the same bits */
+    if (B == 1)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)out, 1, (int)in, m->alpha, W,
+                    (int)in, x, 1, 0.0f, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, m->alpha, x,
+                    (int)in, W, (int)in, 0.0f, y, (int)out);
     bias_act(y, b, B, out, relu);
     if (m->bf16 && relu) /* a hidden layer's output: the next GEMM's bf16 operand */
         fhd__bf16_round_n(y, y, (uint64_t)B * out);
