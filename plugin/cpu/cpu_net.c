@@ -243,7 +243,7 @@ static int32_t diverged(fhd__backend *b, const fhd__host_batch *hb, float loss, 
              "learner is as after update %llu)",
              (unsigned long long)b->updates + 1, (double)loss, (double)gnorm,
              isfinite(gnorm) && isfinite(loss) ? " (its square overflows Adam's second moment)"
-                                              : "",
+                                               : "",
              why, (unsigned long long)b->updates);
     return FHD_ERR_DIVERGED;
 }
@@ -315,9 +315,8 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
             const float *x = l == 0 ? x0 : b->h[l - 1];
             float *dxl = l > 0 ? dx : (lo->NC ? b->cda : NULL); /* d(conv output) (B, F) */
             const fhd__gemm_mode m = layer_mode(b, 0, (uint32_t)l);
-            if (l < (int)lo->L)
-                fhd__relu_backward(dy, b->h[l], (uint64_t)B * ly->out);
-            fhd__linear_backward(dxl, grad + ly->w_off, grad + ly->b_off, dy, x,
+            fhd__linear_backward(dxl, grad + ly->w_off, grad + ly->b_off, dy,
+                                 l < (int)lo->L ? b->h[l] : NULL, x,
                                  layer_weight(b, 0, (uint32_t)l), B, ly->in, ly->out, &m);
             if (ly->sn)
                 fhd__sn_weight_backward(grad + ly->w_off, b->params + ly->w_off, b->sn + ly->u_off,
@@ -384,8 +383,7 @@ int32_t fhd__cpu_update(fhd__backend *b, const fhd__host_batch *hb, fhd_train_st
         b->last.q_delta = b->pend.q_delta;
         b->last.n_layers = b->pend.n_layers;
         memcpy(b->last.layer_grad_norm, b->pend.layer_grad_norm, sizeof b->last.layer_grad_norm);
-        memcpy(b->last.head_weight_norm, b->pend.head_weight_norm,
-               sizeof b->last.head_weight_norm);
+        memcpy(b->last.head_weight_norm, b->pend.head_weight_norm, sizeof b->last.head_weight_norm);
         memcpy(b->last.head_grad_norm, b->pend.head_grad_norm, sizeof b->last.head_grad_norm);
     }
     if (st) {

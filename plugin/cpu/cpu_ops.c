@@ -7,16 +7,14 @@
 
 #include "bf16.h"
 
-void fhd__bf16_round_n(float *dst, const float *src, uint64_t n) {
+FHD_CPU_SIMD void fhd__bf16_round_n(float *dst, const float *src, uint64_t n) {
     for (uint64_t i = 0; i < n; i++)
         dst[i] = fhd__bf16_round(src[i]);
 }
 
-void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
-                         uint32_t in, uint32_t out, int relu, const fhd__gemm_mode *m) {
-    /* y (B, out) = alpha x (B, in) . W^T (in, out) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, m->alpha, x,
-                (int)in, W, (int)in, 0.0f, y, (int)out);
+/* y (B, out) += b per row, then ReLU if relu. */
+FHD_CPU_SIMD static void bias_act(float *restrict y, const float *restrict b, uint32_t B,
+                                  uint32_t out, int relu) {
     for (uint32_t i = 0; i < B; i++) {
         float *row = y + (size_t)i * out;
         if (relu) {
@@ -29,19 +27,48 @@ void fhd__linear_forward(float *y, const float *x, const float *W, const float *
                 row[j] += b[j];
         }
     }
+}
+
+void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
+                         uint32_t in, uint32_t out, int relu, const fhd__gemm_mode *m) {
+    /* y (B, out) = alpha x (B, in) . W^T (in, out); one row (act on one observation) as
+     * y^T (out, 1) = alpha W x^T, which OpenBLAS computes faster (its Haswell kernels pad a
+     * one-row A) and, there and in its AVX-512 kernels, to the same bits */
+    if (B == 1)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)out, 1, (int)in, m->alpha, W,
+                    (int)in, x, 1, 0.0f, y, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)out, (int)in, m->alpha, x,
+                    (int)in, W, (int)in, 0.0f, y, (int)out);
+    bias_act(y, b, B, out, relu);
     if (m->bf16 && relu) /* a hidden layer's output: the next GEMM's bf16 operand */
         fhd__bf16_round_n(y, y, (uint64_t)B * out);
 }
 
-void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *x,
-                          const float *W, uint32_t B, uint32_t in, uint32_t out,
-                          const fhd__gemm_mode *m) {
+/* db (out) = sum of the rows of dy (B, out), in row order; with h (B, out), the layer's ReLU
+ * output, first dy = dy * (h > 0) in place, row by row in the same pass. */
+FHD_CPU_SIMD static void bias_grad(float *restrict db, float *restrict dy, const float *restrict h,
+                                   uint32_t B, uint32_t out) {
     memset(db, 0, sizeof(float) * out);
     for (uint32_t i = 0; i < B; i++) {
-        const float *row = dy + (size_t)i * out;
-        for (uint32_t j = 0; j < out; j++)
-            db[j] += row[j];
+        float *row = dy + (size_t)i * out;
+        if (h) {
+            const float *hr = h + (size_t)i * out;
+            for (uint32_t j = 0; j < out; j++) {
+                row[j] = hr[j] > 0.0f ? row[j] : 0.0f;
+                db[j] += row[j];
+            }
+        } else {
+            for (uint32_t j = 0; j < out; j++)
+                db[j] += row[j];
+        }
     }
+}
+
+void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *h,
+                          const float *x, const float *W, uint32_t B, uint32_t in, uint32_t out,
+                          const fhd__gemm_mode *m) {
+    bias_grad(db, dy, h, B, out);
     if (m->bf16) /* the GEMMs' operand; db above summed the fp32 values */
         fhd__bf16_round_n(dy, dy, (uint64_t)B * out);
     /* dW (out, in) = dy^T (out, B) . x (B, in) */
@@ -52,20 +79,20 @@ void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const floa
                     dy, (int)out, W, (int)in, 0.0f, dx, (int)in);
 }
 
-void fhd__relu_backward(float *restrict dy, const float *restrict h, uint64_t n) {
+FHD_CPU_SIMD void fhd__relu_backward(float *restrict dy, const float *restrict h, uint64_t n) {
     for (uint64_t i = 0; i < n; i++) /* a select, not a branch: vectorises */
         dy[i] = h[i] > 0.0f ? dy[i] : 0.0f;
 }
 
 void fhd__head_combine(float *q, const float *out, const fhd__layout *lo, uint32_t B) {
     const uint32_t HO = lo->head_out, KT = lo->KT;
+    if (!lo->dueling) { /* HO == KT: the outputs are Q */
+        memcpy(q, out, sizeof(float) * B * KT);
+        return;
+    }
     for (uint32_t i = 0; i < B; i++) {
         const float *o = out + (size_t)i * HO;
         float *qi = q + (size_t)i * KT;
-        if (!lo->dueling) {
-            memcpy(qi, o, sizeof(float) * KT);
-            continue;
-        }
         const float v = o[0];
         for (uint32_t d = 0; d < lo->D; d++) {
             const float *a = o + 1 + lo->k_off[d];
@@ -81,13 +108,13 @@ void fhd__head_combine(float *q, const float *out, const fhd__layout *lo, uint32
 
 void fhd__head_combine_backward(float *dout, const float *dq, const fhd__layout *lo, uint32_t B) {
     const uint32_t HO = lo->head_out, KT = lo->KT;
+    if (!lo->dueling) { /* HO == KT */
+        memcpy(dout, dq, sizeof(float) * B * KT);
+        return;
+    }
     for (uint32_t i = 0; i < B; i++) {
         const float *g = dq + (size_t)i * KT;
         float *o = dout + (size_t)i * HO;
-        if (!lo->dueling) {
-            memcpy(o, g, sizeof(float) * KT);
-            continue;
-        }
         float dv = 0.0f;
         for (uint32_t d = 0; d < lo->D; d++) {
             const float *gd = g + lo->k_off[d];
@@ -150,13 +177,13 @@ float fhd__sn_power_iteration(const float *W, float *u, float *v, uint32_t m, ui
     return fhd__sn_sigma(W, u, v, m, k, tmp);
 }
 
-void fhd__sn_scale(float *Wsn, const float *W, float sigma, uint64_t n) {
+FHD_CPU_SIMD void fhd__sn_scale(float *Wsn, const float *W, float sigma, uint64_t n) {
     for (uint64_t i = 0; i < n; i++)
         Wsn[i] = W[i] / sigma;
 }
 
-void fhd__sn_weight_backward(float *g, const float *W, const float *u, const float *v,
-                             float sigma, uint32_t m, uint32_t k) {
+void fhd__sn_weight_backward(float *g, const float *W, const float *u, const float *v, float sigma,
+                             uint32_t m, uint32_t k) {
     const uint64_t n = (uint64_t)m * k;
     double gw = 0.0;
     for (uint64_t i = 0; i < n; i++)
@@ -171,8 +198,8 @@ void fhd__sn_weight_backward(float *g, const float *W, const float *u, const flo
     }
 }
 
-void fhd__td_target(float *y, const float *r, const float *disc, const float *qt,
-                    const float *sel, const fhd__layout *lo, uint32_t B) {
+void fhd__td_target(float *y, const float *r, const float *disc, const float *qt, const float *sel,
+                    const fhd__layout *lo, uint32_t B) {
     for (uint32_t i = 0; i < B; i++) {
         const float *qi = qt + (size_t)i * lo->KT;
         const float *si = sel + (size_t)i * lo->KT;
@@ -190,8 +217,8 @@ void fhd__td_target(float *y, const float *r, const float *disc, const float *qt
 }
 
 float fhd__td_loss(float *dq, float *td, const float *q, const int32_t *actions, const float *y,
-                   const float *w, const fhd__layout *lo, uint32_t B,
-                   const fhd__loss_params *p, float *td_abs_mean, float *q_mean) {
+                   const float *w, const fhd__layout *lo, uint32_t B, const fhd__loss_params *p,
+                   float *td_abs_mean, float *q_mean) {
     const uint32_t D = lo->D, KT = lo->KT;
     const float scale = 1.0f / ((float)B * (float)D); /* (1/B) (1/D) */
     double loss = 0.0, abs_sum = 0.0, q_sum = 0.0, cql = 0.0;
@@ -247,22 +274,42 @@ float fhd__td_loss(float *dq, float *td, const float *q, const int32_t *actions,
     return (float)(loss / n + (double)p->cql_alpha * cql / n);
 }
 
-float fhd__clip_grad_norm(float *g, uint64_t n, float max_norm) {
-    double s = 0.0;
+FHD_CPU_SIMD static void scale_n(float *g, uint64_t n, float c) {
     for (uint64_t i = 0; i < n; i++)
-        s += (double)g[i] * g[i];
-    const float norm = (float)sqrt(s);
+        g[i] *= c;
+}
+
+/* sum of g[i]^2 (n) in double, in FHD_SUMSQ_LANES interleaved partial sums (element i goes to
+ * sum i mod LANES), folded in halves at the end (s[j] += s[j + w], w = LANES/2 .. 1): a fixed
+ * order, so the same bits on every run and clone, and independent chains that vectorise (one
+ * running sum is bound by the add latency). */
+#define FHD_SUMSQ_LANES 16
+FHD_CPU_SIMD static double sum_squares(const float *g, uint64_t n) {
+    double s[FHD_SUMSQ_LANES] = {0.0};
+    uint64_t i = 0;
+    for (; i + FHD_SUMSQ_LANES <= n; i += FHD_SUMSQ_LANES)
+        for (uint32_t j = 0; j < FHD_SUMSQ_LANES; j++)
+            s[j] += (double)g[i + j] * g[i + j];
+    for (uint32_t j = 0; i < n; i++, j++)
+        s[j] += (double)g[i] * g[i];
+    for (uint32_t w = FHD_SUMSQ_LANES / 2; w > 0; w /= 2)
+        for (uint32_t j = 0; j < w; j++)
+            s[j] += s[j + w];
+    return s[0];
+}
+
+float fhd__clip_grad_norm(float *g, uint64_t n, float max_norm) {
+    const float norm = (float)sqrt(sum_squares(g, n));
     if (max_norm > 0.0f) {
         const float coef = max_norm / (norm + 1e-6f);
         if (coef < 1.0f)
-            for (uint64_t i = 0; i < n; i++)
-                g[i] *= coef;
+            scale_n(g, n, coef);
     }
     return norm;
 }
 
-void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, uint64_t t,
-                    const fhd__adam_params *ap) {
+FHD_CPU_SIMD void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n,
+                                 uint64_t t, const fhd__adam_params *ap) {
     /* Scalars in double and rounded once, as PyTorch computes them from Python floats:
      * 1 - beta^t in fp32 would cancel badly for beta2 = 0.999 and small t. */
     const double b1d = ap->beta1, b2d = ap->beta2;
@@ -292,7 +339,7 @@ void fhd__adam_step(float *p, const float *g, float *m, float *v, uint64_t n, ui
     }
 }
 
-void fhd__polyak(float *tgt, const float *src, uint64_t n, float tau) {
+FHD_CPU_SIMD void fhd__polyak(float *tgt, const float *src, uint64_t n, float tau) {
     if (tau >= 1.0f) {
         memcpy(tgt, src, sizeof(float) * n);
         return;

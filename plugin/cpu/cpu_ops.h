@@ -13,7 +13,8 @@
  *                                summed by the optimiser's norm pass; layer 0's dW can come from
  *                                fhd__cuda_relu_backward_dw (fuse_dw0); a small head's dx from
  *                                fhd__cuda_head_dx
- *   fhd__relu_backward           fhd__cuda_relu_backward_bgrad / _dw, or fhd__cuda_head_dx (the
+ *   fhd__relu_backward, fhd__linear_backward's h
+ *                                fhd__cuda_relu_backward_bgrad / _dw, or fhd__cuda_head_dx (the
  *                                layer below a small head)
  *   fhd__head_combine, fhd__td_target, fhd__td_loss, fhd__head_combine_backward
  *                                one kernel: fhd__cuda_td_loss (with the PER weights)
@@ -37,6 +38,16 @@
 
 #include "layout.h"
 
+/* FHD_CPU_SIMD: a loop function compiled also for AVX-512 and AVX2 (GCC/clang function clones;
+ * the loader picks the widest the CPU has). Every clone does the same operations on each
+ * element: FP sums stay in source order (the compiler reorders none) and nothing is contracted
+ * into an FMA (-ffp-contract=off, plugin/CMakeLists.txt), so all clones give the same bits. */
+#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define FHD_CPU_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FHD_CPU_SIMD
+#endif
+
 /* How a layer's GEMMs compute (config matmul_precision, docs/design.md section 4, "GEMM
  * precision"). fp32 (bf16 0, alpha 1): plain sgemm. bf16: the operands hold bf16 values (W a
  * rounded copy of the weights, x the bf16 activations or the rounded input; the backward rounds
@@ -54,18 +65,20 @@ typedef struct fhd__gemm_mode {
 void fhd__linear_forward(float *y, const float *x, const float *W, const float *b, uint32_t B,
                          uint32_t in, uint32_t out, int relu, const fhd__gemm_mode *m);
 
-/* Backward of y = alpha x W^T + b (no activation; apply relu_backward to dy first).
- * db (out) = sum_rows dy; then (bf16) dy is rounded in place; dx (B, in) = alpha dy W (skipped
- * when dx is NULL); dW (out, in) = dy^T x (the gradient of alpha W: a normalised layer's
- * sn_weight_backward follows). */
-void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *x,
-                          const float *W, uint32_t B, uint32_t in, uint32_t out,
+/* Backward of y = relu?(alpha x W^T + b), dy (B, out) = dL/dy. h: the layer's ReLU output
+ * (B, out), or NULL for a layer without one; then dy = relu_backward(dy, h) in place, in the
+ * same pass as db (out) = sum_rows dy; then (bf16) dy is rounded in place; dx (B, in) =
+ * alpha dy W (skipped when dx is NULL); dW (out, in) = dy^T x (the gradient of alpha W: a
+ * normalised layer's sn_weight_backward follows). */
+void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *h,
+                          const float *x, const float *W, uint32_t B, uint32_t in, uint32_t out,
                           const fhd__gemm_mode *m);
 
 /* dst (n) = src rounded to bf16 values (common/bf16.h); dst may be src. */
 void fhd__bf16_round_n(float *dst, const float *src, uint64_t n);
 
-/* dz = dy * (h > 0), in place on dy; h the ReLU output (n elements). */
+/* dz = dy * (h > 0), in place on dy; h the ReLU output (n elements). (The conv layers'; a
+ * linear layer's is fhd__linear_backward's h.) */
 void fhd__relu_backward(float *dy, const float *h, uint64_t n);
 
 /* Head outputs (B, HO) -> Q (B, KT). Dueling: Q_d(a) = V + A_d(a) - mean_a A_d(a). */
@@ -88,24 +101,24 @@ float fhd__sn_sigma(const float *W, const float *u, const float *v, uint32_t m, 
 void fhd__sn_scale(float *Wsn, const float *W, float sigma, uint64_t n);
 /* Gradient through W_sn = W / (u^T W v) with u, v constant, in place on g (m, k):
  * g <- g / sigma - (sum(g * W) / sigma^2) u v^T. */
-void fhd__sn_weight_backward(float *g, const float *W, const float *u, const float *v,
-                             float sigma, uint32_t m, uint32_t k);
+void fhd__sn_weight_backward(float *g, const float *W, const float *u, const float *v, float sigma,
+                             uint32_t m, uint32_t k);
 
 /* TD targets: y (B) = r + disc * (1/D) sum_d qt_d(s', a*_d) with a* from `sel` (B, KT):
  * the online net's Q(s') for double DQN, else the target net's (max). */
-void fhd__td_target(float *y, const float *r, const float *disc, const float *qt,
-                    const float *sel, const fhd__layout *lo, uint32_t B);
+void fhd__td_target(float *y, const float *r, const float *disc, const float *qt, const float *sel,
+                    const fhd__layout *lo, uint32_t B);
 
 /* Loss and its gradient w.r.t. Q (B, KT). td (B, D) receives Q_d(s, a_d) - y.
  * Returns the loss; *td_abs_mean and *q_mean receive the batch statistics. */
 typedef struct fhd__loss_params {
-    int huber;          /* 1 Huber(delta), 0 MSE */
+    int huber; /* 1 Huber(delta), 0 MSE */
     float delta;
     float cql_alpha;
 } fhd__loss_params;
 float fhd__td_loss(float *dq, float *td, const float *q, const int32_t *actions, const float *y,
-                   const float *w, const fhd__layout *lo, uint32_t B,
-                   const fhd__loss_params *p, float *td_abs_mean, float *q_mean);
+                   const float *w, const fhd__layout *lo, uint32_t B, const fhd__loss_params *p,
+                   float *td_abs_mean, float *q_mean);
 
 /* Global L2 norm of g (n) and, when max_norm > 0, PyTorch clip_grad_norm_ scaling. Returns
  * the norm before clipping. */
