@@ -38,11 +38,13 @@
 
 #include "layout.h"
 
-/* FHD_CPU_SIMD: a loop function compiled also for AVX-512 and AVX2 (GCC/clang function clones;
+/* FHD_CPU_SIMD: a loop function compiled also for AVX-512 and AVX2 (GCC function clones;
  * the loader picks the widest the CPU has). Every clone does the same operations on each
  * element: FP sums stay in source order (the compiler reorders none) and nothing is contracted
  * into an FMA (-ffp-contract=off, plugin/CMakeLists.txt), so all clones give the same bits. */
-#if defined(__x86_64__) && defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+/* GCC only: clang 14 names an extern clone's resolver so that calls from other files do not
+ * link (its fuzzer and sanitizer builds get the baseline loops, the same bits). */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__)
 #define FHD_CPU_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define FHD_CPU_SIMD
