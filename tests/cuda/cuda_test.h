@@ -50,7 +50,8 @@ static inline void ct_require_gpu(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
-        printf("SKIP: no CUDA device (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        printf("SKIP: no CUDA device (%s)\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         exit(77);
     }
 }
@@ -151,16 +152,17 @@ static inline double ct_cmp_kind(fhd_learner *ref, fhd_learner *test, int kind, 
     return e;
 }
 
-/* train_batch on one host batch of the config's batch_size rows (float observations): the same
- * rows on every call (seed 5), none terminal, row 1's return ret1. */
-static inline int32_t ct_host_batch(fhd_learner *L, float ret1, fhd_train_stats *st) {
+/* train_batch on one host batch of the config's batch_size rows (float observations) drawn from
+ * seed (the same rows for the same seed), none terminal, row 1's return ret1. */
+static inline int32_t ct_host_batch_seeded(fhd_learner *L, float ret1, uint64_t seed,
+                                           fhd_train_stats *st) {
     const uint32_t B = L->cfg.batch_size, S = L->lo.S, D = L->lo.D;
     float *obs = (float *)malloc(sizeof(float) * B * S),
           *next = (float *)malloc(sizeof(float) * B * S);
     float *rew = (float *)malloc(sizeof(float) * B);
     int32_t *act = (int32_t *)malloc(sizeof(int32_t) * B * D);
     uint8_t *term = (uint8_t *)calloc(B, 1);
-    uint64_t s = 5;
+    uint64_t s = seed;
     for (uint32_t i = 0; i < B * S; i++) {
         obs[i] = ct_normal(&s);
         next[i] = ct_normal(&s);
@@ -187,10 +189,16 @@ static inline int32_t ct_host_batch(fhd_learner *L, float ret1, fhd_train_stats 
     return rc;
 }
 
+/* ct_host_batch_seeded with seed 5: the same rows on every call. */
+static inline int32_t ct_host_batch(fhd_learner *L, float ret1, fhd_train_stats *st) {
+    return ct_host_batch_seeded(L, ret1, 5, st);
+}
+
 /* Feed T steps of E envs of deterministic transitions through observe. */
 static inline void ct_feed(fhd_learner **Ls, int nl, uint32_t E, uint32_t S, uint32_t D,
                            const uint32_t *K, uint32_t T, uint64_t seed) {
-    float *obs = (float *)malloc(sizeof(float) * E * S), *next = (float *)malloc(sizeof(float) * E * S);
+    float *obs = (float *)malloc(sizeof(float) * E * S),
+          *next = (float *)malloc(sizeof(float) * E * S);
     float *rew = (float *)malloc(sizeof(float) * E);
     int32_t *act = (int32_t *)malloc(sizeof(int32_t) * E * D);
     uint8_t *term = (uint8_t *)malloc(E), *trunc = (uint8_t *)malloc(E);

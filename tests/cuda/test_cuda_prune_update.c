@@ -409,40 +409,6 @@ static void graph(const char *name, const char *base) {
 
 /* ---- 5. the guard ---------------------------------------------------------------------------- */
 
-static int32_t guard_batch(fhd_learner *L, float ret1, uint64_t seed) {
-    const uint32_t B = L->cfg.batch_size, S = L->lo.S, D = L->lo.D;
-    float *obs = (float *)malloc(4 * (size_t)B * S), *next = (float *)malloc(4 * (size_t)B * S);
-    float *rew = (float *)malloc(4 * B);
-    int32_t *act = (int32_t *)malloc(4 * (size_t)B * D);
-    uint8_t *term = (uint8_t *)calloc(B, 1);
-    uint64_t s = seed;
-    for (uint32_t i = 0; i < B * S; i++) {
-        obs[i] = ct_normal(&s);
-        next[i] = ct_normal(&s);
-    }
-    for (uint32_t i = 0; i < B; i++) {
-        rew[i] = ct_normal(&s);
-        for (uint32_t d = 0; d < D; d++)
-            act[i * D + d] = (int32_t)(ct_rng(&s) % L->lo.K[d]);
-    }
-    rew[1] = ret1;
-    fhd_batch b = FHD_BATCH_INIT;
-    b.batch_size = B;
-    b.obs = obs;
-    b.actions = act;
-    b.rewards = rew;
-    b.next_obs = next;
-    b.terminated = term;
-    fhd_train_stats st = FHD_TRAIN_STATS_INIT;
-    const int32_t rc = fhd__learner_train_batch(L, &b, &st);
-    free(obs);
-    free(next);
-    free(rew);
-    free(act);
-    free(term);
-    return rc;
-}
-
 static void guard(void) {
     const char *ex =
         ", \"lr\": 1e-30, \"prune_start\": 2, \"prune_end\": 8, \"prune_frequency\": 1, "
@@ -457,8 +423,8 @@ static void guard(void) {
     uint64_t applied = 0;
     for (int k = 1; k <= 10; k++) {
         const float r = k == 3 || k == 5 ? 1e30f : 0.5f;
-        ct_check(guard_batch(Lc, r, (uint64_t)k) == FHD_OK &&
-                     guard_batch(Lg, r, (uint64_t)k) == FHD_OK,
+        ct_check(ct_host_batch_seeded(Lc, r, (uint64_t)k, NULL) == FHD_OK &&
+                     ct_host_batch_seeded(Lg, r, (uint64_t)k, NULL) == FHD_OK,
                  "guard: train_batch %d", k);
         applied += r < 1.0f;
         masks &= same_floats(Lc, Lg, FHD_STATE_MASK, P, NULL) &&
