@@ -40,18 +40,6 @@ static int prioritized(const variant *v) {
     return strstr(v->json, "prioritized") != NULL;
 }
 
-static double cmp_kind(fhd_learner *La, fhd_learner *Lb, int kind, uint64_t off, uint64_t n) {
-    float *a = (float *)malloc(sizeof(float) * (n ? n : 1));
-    float *b = (float *)malloc(sizeof(float) * (n ? n : 1));
-    ct_read(La, kind, off, n, a);
-    ct_read(Lb, kind, off, n, b);
-    double mx;
-    const double e = ct_relerr(a, b, n, &mx);
-    free(a);
-    free(b);
-    return e;
-}
-
 static double rel(double a, double b) {
     return fabs(a - b) / (fabs(b) > 1e-12 ? fabs(b) : 1e-12);
 }
@@ -308,8 +296,8 @@ static void run_variant(const variant *v) {
             ct_check(fhd__learner_train(Lf, 1, &st) == FHD_OK, "%s: the fp32 cpu update", v->name);
             ct_check(same, "%s update 1: sampled indices and IS weights identical", v->name);
             check_stats(v, Lc, Lg, "update 1", TOL_FWD);
-            const double e16 = cmp_kind(Lg, Lc, FHD_STATE_GRAD, 0, P);
-            const double e32 = cmp_kind(Lg, Lf, FHD_STATE_GRAD, 0, P);
+            const double e16 = ct_cmp_kind(Lc, Lg, FHD_STATE_GRAD, 0, P, NULL);
+            const double e32 = ct_cmp_kind(Lf, Lg, FHD_STATE_GRAD, 0, P, NULL);
             ct_check(e16 <= TOL_GRAD,
                      "%s update 1: gradient rel %.2e against the cpu's bf16 (tol "
                      "%.0e)",
@@ -318,15 +306,15 @@ static void run_variant(const variant *v) {
                      "%s update 1: the gradient is %.1fx further from the cpu's fp32 one (%.2e; "
                      "at least %.0fx): bf16 is in effect",
                      v->name, e32 / fmax(e16, 1e-30), e32, FP32_RATIO);
-            double e = cmp_kind(Lg, Lc, FHD_STATE_PARAMS, 0, 2 * P);
+            double e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, NULL);
             ct_check(e <= TOL_PARAM1, "%s update 1: parameters rel %.2e (tol %.0e)", v->name, e,
                      TOL_PARAM1);
-            e = cmp_kind(Lg, Lc, FHD_STATE_ADAM_M, 0, P);
+            e = ct_cmp_kind(Lc, Lg, FHD_STATE_ADAM_M, 0, P, NULL);
             ct_check(e <= TOL_GRAD, "%s update 1: Adam m rel %.2e", v->name, e);
-            e = cmp_kind(Lg, Lc, FHD_STATE_ADAM_V, 0, P);
+            e = ct_cmp_kind(Lc, Lg, FHD_STATE_ADAM_V, 0, P, NULL);
             ct_check(e <= 2 * TOL_GRAD, "%s update 1: Adam v rel %.2e", v->name, e);
             if (Lc->lo.sn_size) {
-                e = cmp_kind(Lg, Lc, FHD_STATE_SN, 0, 2 * Lc->lo.sn_size);
+                e = ct_cmp_kind(Lc, Lg, FHD_STATE_SN, 0, 2 * Lc->lo.sn_size, NULL);
                 ct_check(e <= TOL_FWD, "%s update 1: spectral-norm vectors rel %.2e", v->name, e);
             }
         }
@@ -336,10 +324,10 @@ static void run_variant(const variant *v) {
     ct_check(every_equal, "%s: indices and weights identical at every one of %d updates", v->name,
              v->updates);
     check_stats(v, Lc, Lg, "last update", 10 * TOL_FWD * drift_of(v));
-    double e = cmp_kind(Lg, Lc, FHD_STATE_PARAMS, 0, P);
+    double e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, P, NULL);
     ct_check(e <= TOL_PARAMK * drift_of(v), "%s update %d: online parameters rel %.2e (tol %.0e)",
              v->name, v->updates, e, TOL_PARAMK * drift_of(v));
-    e = cmp_kind(Lg, Lc, FHD_STATE_PARAMS, P, P);
+    e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, P, P, NULL);
     ct_check(e <= TOL_PARAMK * drift_of(v), "%s update %d: target parameters rel %.2e", v->name,
              v->updates, e);
     check_act(v, Lc, Lg, 10 * TOL_FWD * drift_of(v));
@@ -423,7 +411,7 @@ static void run_train_batch(const variant *v) {
                      rel(sg.grad_norm, sc.grad_norm) <= TOL_GRAD,
                  "%s train_batch %d: loss %.8g vs %.8g, grad norm %.8g vs %.8g", v->name, k,
                  sg.loss, sc.loss, sg.grad_norm, sc.grad_norm);
-        e = cmp_kind(Lg, Lc, FHD_STATE_PARAMS, 0, 2 * P);
+        e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, NULL);
         ct_check(e <= 3 * TOL_PARAM1, "%s train_batch %d: parameters rel %.2e", v->name, k, e);
     }
     free(obs);
