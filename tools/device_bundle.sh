@@ -21,4 +21,9 @@ for lib in libjansson.so.4 libcupti.so.13; do
   [ -n "$src" ] || src=$(find /usr/lib /lib -name "$lib" 2>/dev/null | head -1)
   [ -n "$src" ] && cp -L "$src" .device/lib/
 done
+# the CUDA tests as CMake registered them (name, command, arguments; the build directory written
+# as @BLD@), so that tests/cuda/device_run.sh runs exactly ctest's list on the GPU machine
+abs=$(cd "$BUILD" && pwd)
+sed -n 's/^add_test(\[=\[\([^]]*\)\]=\] \(.*\))$/\1 \2/p' "$BUILD/tests/cuda/CTestTestfile.cmake" |
+  sed "s|$abs|@BLD@|g; s|\"||g" >.device/cuda_tests.txt
 du -sh .device | cut -f1 | sed 's/^/.device: /'

@@ -15,6 +15,11 @@ BLD=$PWD/.device/build
 T=$BLD/tests/cuda
 BENCH=$BLD/bench/cuda/cuda_bench
 export FHD_CUDA_MODULE=$BLD/libfoxhunt_dqn_cuda.so
+# NCCL (for cuda_nccl): the image's copy, e.g. inside the torch or nvidia-nccl-cu13 wheels
+if [ -z "${FHD_NCCL_LIBRARY:-}" ]; then
+  nccl=$(find / -xdev -name libnccl.so.2 -not -path '/proc/*' 2>/dev/null | head -1)
+  [ -n "$nccl" ] && export FHD_NCCL_LIBRARY=$nccl
+fi
 what=${1:-all}
 [ $# -gt 0 ] && shift
 
@@ -31,17 +36,20 @@ run() { # name timeout command...
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
   ldd "$FHD_CUDA_MODULE" | grep -E "cuda|cublas"
+  echo "libnccl.so.2: ${FHD_NCCL_LIBRARY:-not found}"
 } >"$OUT/summary.txt" 2>&1
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
   LOG=tests.log
-  run smoke 45 "$T/test_cuda_smoke"
-  run sumtree 60 "$T/test_cuda_sumtree"
-  FHD_GRAPH_DOT=$OUT/graph.dot run graph 60 "$T/test_cuda_graph"
-  run parity 120 "$T/test_cuda_parity"
-  run long 60 "$T/test_cuda_long"
-  run checkpoint 45 "$T/test_cuda_checkpoint"
-  run threads 150 "$T/test_cuda_threads"
+  # every CUDA test ctest knows (tools/device_bundle.sh wrote the list), with a scratch
+  # directory in place of the build's; FHD_TESTS=a,b picks some by name
+  scratch=$(mktemp -d)
+  while read -r name cmd args; do
+    case ",${FHD_TESTS:-$name}," in *",$name,"*) ;; *) continue ;; esac
+    cmd=${cmd//@BLD@/$BLD}
+    args=${args//@BLD@\/tests\/cuda/$scratch}
+    FHD_GRAPH_DOT=$OUT/graph.dot run "$name" "${FHD_TEST_TIMEOUT:-300}" $cmd $args
+  done <"$PWD/.device/cuda_tests.txt"
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   LOG=bench.log
