@@ -16,6 +16,7 @@
  *                               configuration: algo, tile, stages, split-K, reduction, swizzle,
  *                               custom, as the autotune cache of cuda_autotune.cpp holds them)
  *   GEMM_SWEEP_SITE=NAME gemm_sweep all ...   one call site ("fwd1 online", "dx1 half", ...)
+ *   GEMM_SWEEP_B2_HO=N gemm_sweep ... B2     B2's head with N outputs (default 33)
  *   gemm_sweep pair PRESET ...  the online and the target forward of each layer, which the update
  *                               runs at once: each site's library pick and its 8 fastest
  *                               configurations alone, every pair timed running together on two
@@ -803,10 +804,13 @@ int main(int argc, char **argv) {
         preset(lt, "B1", 64, 256, 9, 256, 0, ws, wsb, st);
     if (want("B3"))
         preset(lt, "B3", 64, 512, 21, 1024, 0, ws, wsb, st);
+    /* GEMM_SWEEP_B2_HO=N: B2 with N head outputs instead of 33 (how the head's width, odd or
+     * padded, changes what cuBLASLt offers) */
+    const uint32_t b2_ho = getenv("GEMM_SWEEP_B2_HO") ? (uint32_t)atoi(getenv("GEMM_SWEEP_B2_HO")) : 33;
     if (want("B2"))
-        preset(lt, "B2", 256, 1024, 33, 8192, 0, ws, wsb, st);
+        preset(lt, "B2", 256, 1024, b2_ho, 8192, 0, ws, wsb, st);
     if (want("B2-tf32"))
-        preset(lt, "B2", 256, 1024, 33, 8192, 1, ws, wsb, st);
+        preset(lt, "B2", 256, 1024, b2_ho, 8192, 1, ws, wsb, st);
     cudaFree(ws);
     if (g_pair) {
         cudaFree(g_ws2);
