@@ -20,6 +20,9 @@ if [ -z "${FHD_NCCL_LIBRARY:-}" ]; then
   nccl=$(find / -xdev -name libnccl.so.2 -not -path '/proc/*' 2>/dev/null | head -1)
   [ -n "$nccl" ] && export FHD_NCCL_LIBRARY=$nccl
 fi
+# MPI (cuda_nccl runs as an MPI singleton, with no daemon); the module is beside the library
+export FHD_MPI_MODULE=${FHD_MPI_MODULE:-$BLD/libfoxhunt_dqn_mpi.so} OMPI_MCA_ess_singleton_isolated=1 \
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader
 what=${1:-all}
 [ $# -gt 0 ] && shift
 
