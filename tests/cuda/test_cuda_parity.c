@@ -178,10 +178,6 @@ static int prioritized(const variant *v) {
     return strstr(v->json, "prioritized") != NULL;
 }
 
-static double rel(double a, double b) {
-    return fabs(a - b) / (fabs(b) > 1e-12 ? fabs(b) : 1e-12);
-}
-
 static void check_stats(const variant *v, fhd_learner *Lc, fhd_learner *Lg, const char *when,
                         double tol) {
     float dummy;
@@ -192,14 +188,14 @@ static void check_stats(const variant *v, fhd_learner *Lc, fhd_learner *Lg, cons
     ct_check(sc.update_index == sg.update_index, "%s %s: statistics of update %llu (cpu %llu)",
              v->name, when, (unsigned long long)sg.update_index,
              (unsigned long long)sc.update_index);
-    ct_check(rel(sg.loss, sc.loss) <= tol && isfinite(sg.loss),
+    ct_check(ct_rel(sg.loss, sc.loss) <= tol && isfinite(sg.loss),
              "%s %s: loss %.9g vs cpu %.9g (rel %.2e, tol %.0e)", v->name, when, sg.loss, sc.loss,
-             rel(sg.loss, sc.loss), tol);
-    ct_check(rel(sg.td_abs_mean, sc.td_abs_mean) <= tol, "%s %s: td_abs_mean %.9g vs %.9g",
+             ct_rel(sg.loss, sc.loss), tol);
+    ct_check(ct_rel(sg.td_abs_mean, sc.td_abs_mean) <= tol, "%s %s: td_abs_mean %.9g vs %.9g",
              v->name, when, sg.td_abs_mean, sc.td_abs_mean);
-    ct_check(rel(sg.q_mean, sc.q_mean) <= 10 * tol || fabs(sg.q_mean - sc.q_mean) < 1e-5,
+    ct_check(ct_rel(sg.q_mean, sc.q_mean) <= 10 * tol || fabs(sg.q_mean - sc.q_mean) < 1e-5,
              "%s %s: q_mean %.9g vs %.9g", v->name, when, sg.q_mean, sc.q_mean);
-    ct_check(rel(sg.grad_norm, sc.grad_norm) <= 10 * tol, "%s %s: grad_norm %.9g vs %.9g",
+    ct_check(ct_rel(sg.grad_norm, sc.grad_norm) <= 10 * tol, "%s %s: grad_norm %.9g vs %.9g",
              v->name, when, sg.grad_norm, sc.grad_norm);
     ct_check(sg.beta == sc.beta, "%s %s: beta %.9g vs %.9g (bit-identical)", v->name, when,
              sg.beta, sc.beta);
@@ -254,7 +250,8 @@ static double td_of_priority(uint64_t q, double alpha, double eps) {
  * max(|td|, 1e-3): near |td| = 0 the power alpha < 1 turns the last bits of a TD error into a
  * large relative difference of the priority itself (B1-sn's torso: 9e-2 where |td| ~ 1e-5),
  * and below 1e-3 a TD error is rounding noise of Q values of order one. Then copies the CPU's
- * priorities into the CUDA learner, so that both sample the same batches. */
+ * priorities and running maximum into the CUDA learner (ct_copy_priorities), so that both
+ * sample the same batches. */
 static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg, uint32_t N, double *max_rel) {
     uint64_t *pc = (uint64_t *)malloc(8 * N), *pg = (uint64_t *)malloc(8 * N);
     ct_read(Lc, FHD_STATE_REPLAY_PRIORITY, 0, N, pc);
@@ -266,21 +263,9 @@ static void copy_priorities(fhd_learner *Lc, fhd_learner *Lg, uint32_t N, double
         if (r > *max_rel)
             *max_rel = r;
     }
-    /* the running maximum with them: a raw priority write leaves it alone, and a copied
-     * priority may exceed the CUDA learner's own maximum by the last bits of its TD error */
-    fhd__backend_scalars sc, sg;
-    if (Lg->ops->write(Lg->be, FHD_STATE_REPLAY_PRIORITY, 0, N, pc) != FHD_OK ||
-        Lc->ops->get_scalars(Lc->be, &sc) != FHD_OK || Lg->ops->get_scalars(Lg->be, &sg) != FHD_OK) {
-        printf("FAIL write priorities: %s\n", Lg->ops->error(Lg->be));
-        exit(1);
-    }
-    sg.max_priority_q = sc.max_priority_q;
-    if (Lg->ops->set_scalars(Lg->be, &sg) != FHD_OK) {
-        printf("FAIL set the running maximum: %s\n", Lg->ops->error(Lg->be));
-        exit(1);
-    }
     free(pc);
     free(pg);
+    ct_copy_priorities(Lc, Lg);
 }
 
 /* opt_two: 0, or the two-kernel optimiser forced with that many weights a thread */
@@ -508,71 +493,8 @@ static void run_train_batch(const variant *v) {
     make_json(jg, sizeof jg, v, 1);
     fhd_learner *Lc = ct_create(jc, NULL);
     fhd_learner *Lg = ct_create_cuda(jg);
-    const uint32_t B = Lc->cfg.batch_size, S = Lc->lo.S, D = Lc->lo.D;
-    const uint64_t P = Lc->lo.num_params;
-    float *obs = (float *)malloc(4 * (size_t)B * S), *next = (float *)malloc(4 * (size_t)B * S);
-    float *rew = (float *)malloc(4 * B), *disc = (float *)malloc(4 * B), *w = (float *)malloc(4 * B);
-    int32_t *act = (int32_t *)malloc(4 * (size_t)B * D);
-    uint8_t *term = (uint8_t *)malloc(B);
-    float *tdc = (float *)malloc(4 * (size_t)B * D), *tdg = (float *)malloc(4 * (size_t)B * D);
-    float *yc = (float *)malloc(4 * B), *yg = (float *)malloc(4 * B);
-    uint64_t s = 555;
-    for (int k = 1; k <= 3; k++) {
-        for (uint32_t i = 0; i < B * S; i++) {
-            obs[i] = ct_normal(&s);
-            next[i] = ct_normal(&s);
-        }
-        for (uint32_t i = 0; i < B; i++) {
-            rew[i] = 1.5f * ct_normal(&s);
-            disc[i] = (float)pow(0.9, 1 + (int)(ct_rng(&s) % 3));
-            w[i] = 0.05f + 0.95f * (float)ct_unit(&s);
-            term[i] = ct_unit(&s) < 0.1;
-            for (uint32_t d = 0; d < D; d++)
-                act[i * D + d] = (int32_t)(ct_rng(&s) % v->K[d]);
-        }
-        fhd_batch bt = FHD_BATCH_INIT;
-        bt.batch_size = B;
-        bt.obs = obs;
-        bt.actions = act;
-        bt.rewards = rew;
-        bt.next_obs = next;
-        bt.terminated = term;
-        bt.discounts = disc;
-        bt.weights = w;
-        fhd_train_stats sc = FHD_TRAIN_STATS_INIT, sg = FHD_TRAIN_STATS_INIT;
-        bt.td_errors = tdc;
-        bt.targets = yc;
-        int32_t rc = fhd__learner_train_batch(Lc, &bt, &sc);
-        bt.td_errors = tdg;
-        bt.targets = yg;
-        int32_t rg = fhd__learner_train_batch(Lg, &bt, &sg);
-        ct_check(rc == FHD_OK && rg == FHD_OK, "%s train_batch %d: both succeed (%s)", v->name, k,
-                 rg == FHD_OK ? "" : Lg->err);
-        double mx;
-        double e = ct_relerr(tdg, tdc, (uint64_t)B * D, &mx);
-        ct_check(e <= v->tol_fwd * 10, "%s train_batch %d: TD errors rel %.2e (max abs %.2e)",
-                 v->name, k, e, mx);
-        e = ct_relerr(yg, yc, B, &mx);
-        ct_check(e <= v->tol_fwd * 10, "%s train_batch %d: targets rel %.2e", v->name, k, e);
-        ct_check(sg.update_index == sc.update_index && sg.updates_done == 1 &&
-                     rel(sg.loss, sc.loss) <= v->tol_fwd * 10 &&
-                     rel(sg.grad_norm, sc.grad_norm) <= v->tol_grad,
-                 "%s train_batch %d: stats of this update (loss %.8g vs %.8g, norm %.8g vs %.8g)",
-                 v->name, k, sg.loss, sc.loss, sg.grad_norm, sc.grad_norm);
-        e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, &mx);
-        ct_check(e <= v->tol_param1 * 3, "%s train_batch %d: parameters rel %.2e", v->name, k, e);
-    }
-    free(obs);
-    free(next);
-    free(rew);
-    free(disc);
-    free(w);
-    free(act);
-    free(term);
-    free(tdc);
-    free(tdg);
-    free(yc);
-    free(yg);
+    const ct_batch_tol tol = {v->tol_fwd * 10, v->tol_grad, v->tol_param1 * 3, 1};
+    ct_train_batches(v->name, Lc, Lg, v->K, &tol);
     fhd__learner_destroy(Lc);
     fhd__learner_destroy(Lg);
 }
