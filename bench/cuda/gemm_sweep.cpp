@@ -16,18 +16,23 @@
  *                               configuration: algo, tile, stages, split-K, reduction, swizzle,
  *                               custom, as the autotune cache of cuda_autotune.cpp holds them)
  *   GEMM_SWEEP_SITE=NAME gemm_sweep all ...   one call site ("fwd1 online", "dx1 half", ...)
- *   GEMM_SWEEP_B2_HO=N gemm_sweep ... B2     B2's head with N outputs (default 33)
+ *   GEMM_SWEEP_B2_HO=N gemm_sweep ... B2     B2's head with N outputs (default its own, 33)
  *   gemm_sweep pair PRESET ...  the online and the target forward of each layer, which the update
  *                               runs at once: each site's library pick and its 8 fastest
  *                               configurations alone, every pair timed running together on two
  *                               streams, with "TUNED" lines where a pair beats the picks' pair
  *   GEMM_SWEEP_PAIR="NAME,NAME" gemm_sweep pair ...   one pair of sites, every pair printed
  *
- * The parts: gemm_sweep.h lists them.
+ * The presets' shapes are those of their files in bench/presets (bench_configs.c's
+ * bench_mlp_shape, as cuda_bench reads them). The parts: gemm_sweep.h lists them.
  */
 #include "gemm_sweep.h"
 
 #include <string.h>
+
+extern "C" {
+#include "bench_configs.h"
+}
 
 static bool g_all = false; /* "all": the exhaustive search instead of the heuristic's list */
 static bool g_pair = false; /* "pair": two sites timed running together */
@@ -142,19 +147,28 @@ int main(int argc, char **argv) {
         probe_epilogues(lt, 256, 256);
         probe_epilogues(lt, 1024, 8192);
     }
-    if (want("C0"))
-        preset(lt, "C0", 4, 64, 3, 64, 0, ws, wsb, st);
-    if (want("B1"))
-        preset(lt, "B1", 64, 256, 9, 256, 0, ws, wsb, st);
-    if (want("B3"))
-        preset(lt, "B3", 64, 512, 21, 1024, 0, ws, wsb, st);
-    /* GEMM_SWEEP_B2_HO=N: B2 with N head outputs instead of 33 (how the head's width, odd or
-     * padded, changes what cuBLASLt offers) */
-    const uint32_t b2_ho = getenv("GEMM_SWEEP_B2_HO") ? (uint32_t)atoi(getenv("GEMM_SWEEP_B2_HO")) : 33;
-    if (want("B2"))
-        preset(lt, "B2", 256, 1024, b2_ho, 8192, 0, ws, wsb, st);
-    if (want("B2-tf32"))
-        preset(lt, "B2", 256, 1024, b2_ho, 8192, 1, ws, wsb, st);
+    /* the presets in their order, each as named on the command line, the preset file it is and
+     * whether its GEMMs run in TF32 */
+    static const struct {
+        const char *arg, *preset;
+        int tf32;
+    } runs[] = {{"C0", "C0", 0}, {"B1", "B1", 0}, {"B3", "B3", 0}, {"B2", "B2", 0},
+                {"B2-tf32", "B2", 1}};
+    for (const auto &r : runs) {
+        if (!want(r.arg))
+            continue;
+        uint32_t S, H, HO, B;
+        char err[256];
+        if (!bench_mlp_shape(r.preset, &S, &H, &HO, &B, err, sizeof err)) {
+            printf("FAIL: %s\n", err);
+            exit(1);
+        }
+        /* GEMM_SWEEP_B2_HO=N: B2 with N head outputs instead of its own 33 (how the head's
+         * width, odd or padded, changes what cuBLASLt offers) */
+        if (!strcmp(r.preset, "B2") && getenv("GEMM_SWEEP_B2_HO"))
+            HO = (uint32_t)atoi(getenv("GEMM_SWEEP_B2_HO"));
+        preset(lt, r.preset, S, H, HO, B, r.tf32, ws, wsb, st);
+    }
     cudaFree(ws);
     if (g_pair) {
         cudaFree(g_ws2);
