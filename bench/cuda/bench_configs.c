@@ -1,12 +1,15 @@
 /* bench_configs.c - cuda_bench's configs: a preset, the bench's keys and a suffix's precision
- * (the rule is in bench_configs.h). */
+ * (the rule is in bench_configs.h); and gemm_sweep's MLP shapes, read from the same configs
+ * through the core's parser and layout. */
 #include "bench_configs.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "host_bench.h"
+#include "layout.h"
 
 const char *const bench_default_names[] = {
     "C0", "B1",       "B1-sn",   "U1",      "A1",       "A1-tf32f", "A1-bf16",
@@ -99,6 +102,35 @@ char *bench_config_json(const char *name, const char *autotune, char *err, size_
     if (!text)
         snprintf(err, cap, "%s: the config could not be built", name);
     return text;
+}
+
+int bench_mlp_shape(const char *name, uint32_t *S, uint32_t *H, uint32_t *HO, uint32_t *B,
+                    char *err, size_t cap) {
+    char *json = bench_config_json(name, NULL, err, cap);
+    if (!json)
+        return 0;
+    fhd__config cfg;
+    fhd_error e = FHD_ERROR_INIT;
+    const int32_t rc = fhd__config_parse(json, strlen(json), &cfg, &e);
+    free(json);
+    if (rc != FHD_OK) {
+        snprintf(err, cap, "%s: the config is refused (%s: %s)", name, e.path, e.message);
+        return 0;
+    }
+    fhd__layout lo;
+    if (fhd__layout_init(&lo, &cfg) != 0) {
+        snprintf(err, cap, "%s: the network's sizes overflow the layout's limits", name);
+        return 0;
+    }
+    if (lo.NC != 0 || cfg.num_hidden != 2 || cfg.hidden[0] != cfg.hidden[1]) {
+        snprintf(err, cap, "%s: not an MLP of two hidden layers of one width", name);
+        return 0;
+    }
+    *S = lo.S;
+    *H = cfg.hidden[0];
+    *HO = lo.head_out;
+    *B = cfg.batch_size;
+    return 1;
 }
 
 void bench_print_names(FILE *out) {

@@ -16,6 +16,7 @@
 #define FHD_BENCH_CONFIGS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* The names run when none is given, in order; NULL-terminated. */
@@ -24,6 +25,14 @@ extern const char *const bench_default_names[];
 /* The config JSON of `name` (malloc'd, the caller frees), with "autotune": autotune unless that
  * is NULL; or NULL with a message naming the problem in err. */
 char *bench_config_json(const char *name, const char *autotune, char *err, size_t cap);
+
+/* The network of `name` (a name as above) as gemm_sweep's call sites take it, an MLP
+ * S -> H -> H -> HO with batch B: S obs_dim, H the width of both hidden layers, HO the head's
+ * outputs as the backends' layout counts them (head_out: the actions of every branch, + 1 with
+ * dueling), B batch_size. Returns 1, or 0 with a message in err when the name is unknown or its
+ * network is not of that form (a conv torso, another number of hidden layers or widths). */
+int bench_mlp_shape(const char *name, uint32_t *S, uint32_t *H, uint32_t *HO, uint32_t *B,
+                    char *err, size_t cap);
 
 /* The accepted forms of a name and the presets there are, for a usage message. */
 void bench_print_names(FILE *out);

@@ -40,10 +40,6 @@ static int prioritized(const variant *v) {
     return strstr(v->json, "prioritized") != NULL;
 }
 
-static double rel(double a, double b) {
-    return fabs(a - b) / (fabs(b) > 1e-12 ? fabs(b) : 1e-12);
-}
-
 static size_t count(const char *hay, const char *needle) {
     size_t n = 0;
     for (const char *q = strstr(hay, needle); q; q = strstr(q + 1, needle))
@@ -155,9 +151,9 @@ static void check_stats(const variant *v, fhd_learner *Lc, fhd_learner *Lg, cons
     fhd__update_stats sc, sg;
     Lc->ops->latest_stats(Lc->be, &sc);
     Lg->ops->latest_stats(Lg->be, &sg);
-    ct_check(sc.update_index == sg.update_index && rel(sg.loss, sc.loss) <= tol &&
-                 isfinite(sg.loss) && rel(sg.td_abs_mean, sc.td_abs_mean) <= tol &&
-                 rel(sg.grad_norm, sc.grad_norm) <= 10 * tol,
+    ct_check(sc.update_index == sg.update_index && ct_rel(sg.loss, sc.loss) <= tol &&
+                 isfinite(sg.loss) && ct_rel(sg.td_abs_mean, sc.td_abs_mean) <= tol &&
+                 ct_rel(sg.grad_norm, sc.grad_norm) <= 10 * tol,
              "%s %s: update %llu, loss %.8g vs cpu %.8g, |td| %.8g vs %.8g, grad norm %.8g vs "
              "%.8g (tol %.0e)",
              v->name, when, (unsigned long long)sg.update_index, sg.loss, sc.loss, sg.td_abs_mean,
@@ -360,71 +356,8 @@ static void run_train_batch(const variant *v) {
     make_json(jg, sizeof jg, v, "cuda", "bf16");
     fhd_learner *Lc = ct_create(jc, NULL);
     fhd_learner *Lg = ct_create_cuda(jg);
-    const uint32_t B = Lc->cfg.batch_size, S = Lc->lo.S, D = Lc->lo.D;
-    const uint64_t P = Lc->lo.num_params;
-    float *obs = (float *)malloc(4 * (size_t)B * S), *next = (float *)malloc(4 * (size_t)B * S);
-    float *rew = (float *)malloc(4 * (size_t)B), *disc = (float *)malloc(4 * (size_t)B);
-    float *w = (float *)malloc(4 * (size_t)B);
-    int32_t *act = (int32_t *)malloc(4 * (size_t)B * D);
-    uint8_t *term = (uint8_t *)malloc(B);
-    float *tdc = (float *)malloc(4 * (size_t)B * D), *tdg = (float *)malloc(4 * (size_t)B * D);
-    float *yc = (float *)malloc(4 * (size_t)B), *yg = (float *)malloc(4 * (size_t)B);
-    uint64_t s = 555;
-    for (int k = 1; k <= 3; k++) {
-        for (uint32_t i = 0; i < B * S; i++) {
-            obs[i] = ct_normal(&s);
-            next[i] = ct_normal(&s);
-        }
-        for (uint32_t i = 0; i < B; i++) {
-            rew[i] = 1.5f * ct_normal(&s);
-            disc[i] = (float)pow(0.9, 1 + (int)(ct_rng(&s) % 3));
-            w[i] = 0.05f + 0.95f * (float)ct_unit(&s);
-            term[i] = ct_unit(&s) < 0.1;
-            for (uint32_t d = 0; d < D; d++)
-                act[i * D + d] = (int32_t)(ct_rng(&s) % v->K[d]);
-        }
-        fhd_batch bt = FHD_BATCH_INIT;
-        bt.batch_size = B;
-        bt.obs = obs;
-        bt.actions = act;
-        bt.rewards = rew;
-        bt.next_obs = next;
-        bt.terminated = term;
-        bt.discounts = disc;
-        bt.weights = w;
-        fhd_train_stats sc = FHD_TRAIN_STATS_INIT, sg = FHD_TRAIN_STATS_INIT;
-        bt.td_errors = tdc;
-        bt.targets = yc;
-        const int32_t rc = fhd__learner_train_batch(Lc, &bt, &sc);
-        bt.td_errors = tdg;
-        bt.targets = yg;
-        const int32_t rg = fhd__learner_train_batch(Lg, &bt, &sg);
-        ct_check(rc == FHD_OK && rg == FHD_OK, "%s train_batch %d: both succeed (%s)", v->name, k,
-                 rg == FHD_OK ? "" : Lg->err);
-        double mx;
-        double e = ct_relerr(tdg, tdc, (uint64_t)B * D, &mx);
-        ct_check(e <= TOL_FWD, "%s train_batch %d: TD errors rel %.2e (max abs %.2e)", v->name, k,
-                 e, mx);
-        e = ct_relerr(yg, yc, B, &mx);
-        ct_check(e <= TOL_FWD, "%s train_batch %d: targets rel %.2e", v->name, k, e);
-        ct_check(sg.update_index == sc.update_index && rel(sg.loss, sc.loss) <= TOL_FWD &&
-                     rel(sg.grad_norm, sc.grad_norm) <= TOL_GRAD,
-                 "%s train_batch %d: loss %.8g vs %.8g, grad norm %.8g vs %.8g", v->name, k,
-                 sg.loss, sc.loss, sg.grad_norm, sc.grad_norm);
-        e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, NULL);
-        ct_check(e <= 3 * TOL_PARAM1, "%s train_batch %d: parameters rel %.2e", v->name, k, e);
-    }
-    free(obs);
-    free(next);
-    free(rew);
-    free(disc);
-    free(w);
-    free(act);
-    free(term);
-    free(tdc);
-    free(tdg);
-    free(yc);
-    free(yg);
+    const ct_batch_tol tol = {TOL_FWD, TOL_GRAD, 3 * TOL_PARAM1, 0};
+    ct_train_batches(v->name, Lc, Lg, v->K, &tol);
     fhd__learner_destroy(Lc);
     fhd__learner_destroy(Lg);
 }

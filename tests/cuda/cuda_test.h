@@ -118,6 +118,11 @@ static inline float *ct_read_floats(fhd_learner *L, int kind, uint64_t count) {
     return p;
 }
 
+/* |a - b| / max(|b|, 1e-12): the relative difference of two scalars. */
+static inline double ct_rel(double a, double b) {
+    return fabs(a - b) / (fabs(b) > 1e-12 ? fabs(b) : 1e-12);
+}
+
 /* ||a - b|| / max(||b||, tiny) over n floats; also the max abs difference. */
 static inline double ct_relerr(const float *a, const float *b, uint64_t n, double *maxabs) {
     double num = 0, den = 0, mx = 0;
@@ -194,6 +199,96 @@ static inline int32_t ct_host_batch(fhd_learner *L, float ret1, fhd_train_stats 
     return ct_host_batch_seeded(L, ret1, 5, st);
 }
 
+/* The bounds of ct_train_batches, relative: fwd for the TD errors, the targets and the loss,
+ * grad for the gradient norm, params for both networks' parameters after each batch. With
+ * one_update the statistics' check also asks updates_done == 1 (and is named "stats of this
+ * update"). */
+typedef struct ct_batch_tol {
+    double fwd, grad, params;
+    int one_update;
+} ct_batch_tol;
+
+/* train_batch on three host batches drawn from seed 555 (float observations, n-step discounts,
+ * IS weights, a tenth of the rows terminal), the same batches on the CPU learner Lc and the
+ * CUDA learner Lg: both succeed, then TD errors, targets, statistics and parameters within t.
+ * K: the actions of each branch; the checks are named after `name`. */
+static inline void ct_train_batches(const char *name, fhd_learner *Lc, fhd_learner *Lg,
+                                    const uint32_t *K, const ct_batch_tol *t) {
+    const uint32_t B = Lc->cfg.batch_size, S = Lc->lo.S, D = Lc->lo.D;
+    const uint64_t P = Lc->lo.num_params;
+    float *obs = (float *)malloc(4 * (size_t)B * S), *next = (float *)malloc(4 * (size_t)B * S);
+    float *rew = (float *)malloc(4 * (size_t)B), *disc = (float *)malloc(4 * (size_t)B);
+    float *w = (float *)malloc(4 * (size_t)B);
+    int32_t *act = (int32_t *)malloc(4 * (size_t)B * D);
+    uint8_t *term = (uint8_t *)malloc(B);
+    float *tdc = (float *)malloc(4 * (size_t)B * D), *tdg = (float *)malloc(4 * (size_t)B * D);
+    float *yc = (float *)malloc(4 * (size_t)B), *yg = (float *)malloc(4 * (size_t)B);
+    uint64_t s = 555;
+    for (int k = 1; k <= 3; k++) {
+        for (uint32_t i = 0; i < B * S; i++) {
+            obs[i] = ct_normal(&s);
+            next[i] = ct_normal(&s);
+        }
+        for (uint32_t i = 0; i < B; i++) {
+            rew[i] = 1.5f * ct_normal(&s);
+            disc[i] = (float)pow(0.9, 1 + (int)(ct_rng(&s) % 3));
+            w[i] = 0.05f + 0.95f * (float)ct_unit(&s);
+            term[i] = ct_unit(&s) < 0.1;
+            for (uint32_t d = 0; d < D; d++)
+                act[i * D + d] = (int32_t)(ct_rng(&s) % K[d]);
+        }
+        fhd_batch bt = FHD_BATCH_INIT;
+        bt.batch_size = B;
+        bt.obs = obs;
+        bt.actions = act;
+        bt.rewards = rew;
+        bt.next_obs = next;
+        bt.terminated = term;
+        bt.discounts = disc;
+        bt.weights = w;
+        fhd_train_stats sc = FHD_TRAIN_STATS_INIT, sg = FHD_TRAIN_STATS_INIT;
+        bt.td_errors = tdc;
+        bt.targets = yc;
+        const int32_t rc = fhd__learner_train_batch(Lc, &bt, &sc);
+        bt.td_errors = tdg;
+        bt.targets = yg;
+        const int32_t rg = fhd__learner_train_batch(Lg, &bt, &sg);
+        ct_check(rc == FHD_OK && rg == FHD_OK, "%s train_batch %d: both succeed (%s)", name, k,
+                 rg == FHD_OK ? "" : Lg->err);
+        double mx;
+        double e = ct_relerr(tdg, tdc, (uint64_t)B * D, &mx);
+        ct_check(e <= t->fwd, "%s train_batch %d: TD errors rel %.2e (max abs %.2e)", name, k, e,
+                 mx);
+        e = ct_relerr(yg, yc, B, &mx);
+        ct_check(e <= t->fwd, "%s train_batch %d: targets rel %.2e", name, k, e);
+        const int stats_ok = sg.update_index == sc.update_index &&
+                             (!t->one_update || sg.updates_done == 1) &&
+                             ct_rel(sg.loss, sc.loss) <= t->fwd &&
+                             ct_rel(sg.grad_norm, sc.grad_norm) <= t->grad;
+        if (t->one_update)
+            ct_check(stats_ok,
+                     "%s train_batch %d: stats of this update (loss %.8g vs %.8g, norm %.8g vs "
+                     "%.8g)",
+                     name, k, sg.loss, sc.loss, sg.grad_norm, sc.grad_norm);
+        else
+            ct_check(stats_ok, "%s train_batch %d: loss %.8g vs %.8g, grad norm %.8g vs %.8g",
+                     name, k, sg.loss, sc.loss, sg.grad_norm, sc.grad_norm);
+        e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, &mx);
+        ct_check(e <= t->params, "%s train_batch %d: parameters rel %.2e", name, k, e);
+    }
+    free(obs);
+    free(next);
+    free(rew);
+    free(disc);
+    free(w);
+    free(act);
+    free(term);
+    free(tdc);
+    free(tdg);
+    free(yc);
+    free(yg);
+}
+
 /* Feed T steps of E envs of deterministic transitions through observe. */
 static inline void ct_feed(fhd_learner **Ls, int nl, uint32_t E, uint32_t S, uint32_t D,
                            const uint32_t *K, uint32_t T, uint64_t seed) {
@@ -242,7 +337,8 @@ static inline void ct_feed(fhd_learner **Ls, int nl, uint32_t E, uint32_t S, uin
 }
 
 /* The CPU learner's priorities and running maximum into the CUDA learner Lg, so that both
- * sample the same batches next (exits on error). */
+ * sample the same batches next (exits on error). The maximum too: a raw priority write leaves
+ * it alone, and a copied priority may exceed Lg's own maximum by the last bits of a TD error. */
 static inline void ct_copy_priorities(fhd_learner *Lc, fhd_learner *Lg) {
     const uint32_t N = Lc->cfg.replay_capacity;
     uint64_t *pc = (uint64_t *)malloc(8 * (size_t)N);
