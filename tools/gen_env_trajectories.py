@@ -12,8 +12,8 @@ For each of CartPole-v1, Acrobot-v1 and MountainCar-v0 it plays a few episodes o
 the initial internal state (env.unwrapped.state, float64, shortest round-trip repr), the
 TimeLimit step count at the start, the reset observation, then per step the action,
 reward, terminated, truncated and observation (float32, 9 significant digits), and finally
-the internal float64 state after the last step. tests/envs/test_envs.c replays the actions
-through host_stub/env*.c and compares.
+the internal float64 state after the last step. test_envs (tests/envs/envs_replay.c) replays
+the actions through host_stub/env*.c and compares.
 
 File format (one file per environment, '#' lines are comments):
     env <id> <state_dim> <obs_dim>

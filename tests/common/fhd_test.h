@@ -11,7 +11,14 @@
 
 #include "foxhunt_dqn.h"
 
+/* Each file has its own counters; a test program made of several files defines
+ * FHD_TEST_SHARED_COUNTERS in all of them (the build does) and defines the two counters in
+ * one of them, so that every CHECK counts towards the one fhd_test_finish. */
+#ifdef FHD_TEST_SHARED_COUNTERS
+extern int fhd_t_pass, fhd_t_fail;
+#else
 static int fhd_t_pass, fhd_t_fail;
+#endif
 
 #define CHECK(cond, ...)                                                                       \
     do {                                                                                       \
