@@ -1,4 +1,4 @@
-/* bf16.cu - bf16 conversion, the bf16 ReLU backward with partial bias gradients and the bf16
+/* bf16.cu - bf16 conversion (and the head's padded copy), the bf16 ReLU backward with partial bias gradients and the bf16
  * bias+ReLU epilogue fallback (see bf16.cuh). */
 #include "bf16.cuh"
 #include "common.cuh"
@@ -44,6 +44,41 @@ cudaError_t fhd__cuda_to_bf16(__nv_bfloat16 *dst, const float *src, uint64_t n,
         fhd_to_bf16_kernel<true><<<(unsigned)g, CVT_THREADS, 0, stream>>>(dst, src, n);
     else
         fhd_to_bf16_kernel<false><<<(unsigned)g, CVT_THREADS, 0, stream>>>(dst, src, n);
+    return cudaGetLastError();
+}
+
+__global__ void __launch_bounds__(CVT_THREADS)
+    fhd_head_pad_bf16_kernel(__nv_bfloat16 *__restrict__ w16, float *__restrict__ b32,
+                             const float *__restrict__ src, uint64_t net_stride, uint64_t w_off,
+                             uint64_t b_off, uint32_t HO, uint32_t HOs, uint32_t H, uint32_t nets) {
+    const uint64_t nw = (uint64_t)nets * HOs * H, total = nw + (uint64_t)nets * HOs;
+    const uint64_t stride = (uint64_t)gridDim.x * CVT_THREADS;
+    for (uint64_t i = blockIdx.x * (uint64_t)CVT_THREADS + threadIdx.x; i < total; i += stride) {
+        if (i < nw) {
+            const uint64_t n = i / ((uint64_t)HOs * H), e = i % ((uint64_t)HOs * H);
+            const uint32_t r = (uint32_t)(e / H);
+            w16[i] = r < HO ? __float2bfloat16_rn(__ldg(src + n * net_stride + w_off + e))
+                            : __float2bfloat16_rn(0.0f);
+        } else {
+            const uint64_t j = i - nw, n = j / HOs;
+            const uint32_t r = (uint32_t)(j % HOs);
+            b32[j] = r < HO ? __ldg(src + n * net_stride + b_off + r) : 0.0f;
+        }
+    }
+}
+
+cudaError_t fhd__cuda_head_pad_bf16(__nv_bfloat16 *w16, float *b32, const float *src,
+                                    uint64_t net_stride, uint64_t w_off, uint64_t b_off,
+                                    uint32_t HO, uint32_t HOs, uint32_t H, uint32_t nets,
+                                    cudaStream_t stream) {
+    if (HO == 0 || HOs < HO || H == 0 || nets == 0)
+        return cudaErrorInvalidValue;
+    const uint64_t total = (uint64_t)nets * HOs * H + (uint64_t)nets * HOs;
+    uint64_t g = fhd_cdiv(total, CVT_THREADS);
+    g = g < 2 ? 2 : (g > CVT_MAX_BLOCKS ? CVT_MAX_BLOCKS : g); /* never a one-block grid */
+    fhd_head_pad_bf16_kernel<<<(unsigned)g, CVT_THREADS, 0, stream>>>(w16, b32, src, net_stride,
+                                                                      w_off, b_off, HO, HOs, H,
+                                                                      nets);
     return cudaGetLastError();
 }
 
@@ -131,7 +166,8 @@ cudaError_t fhd__cuda_bf16_preload(void) {
     const void *fns[] = {
         (const void *)fhd_to_bf16_kernel<true>, (const void *)fhd_to_bf16_kernel<false>,
         (const void *)fhd_relu_backward_bf16_kernel<true>,
-        (const void *)fhd_relu_backward_bf16_kernel<false>, (const void *)fhd_bias_act_bf16_kernel};
+        (const void *)fhd_relu_backward_bf16_kernel<false>, (const void *)fhd_bias_act_bf16_kernel,
+        (const void *)fhd_head_pad_bf16_kernel};
     for (const void *f : fns) {
         cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)

@@ -4,6 +4,8 @@
  * Fuses (plugin/cpu/cpu_ops.h):
  *   fhd__cuda_to_bf16             fhd__bf16_round_n: the weights once per update (and per act
  *                                 graph), layer 0's input, the head's output gradient
+ *   fhd__cuda_head_pad_bf16       fhd__bf16_round_n of the head's weights (the same bits) into a
+ *                                 copy with HOs rows, the padding zero, and its fp32 bias
  *   fhd__cuda_relu_backward_bf16  fhd__relu_backward of a torso layer + the partial db of
  *                                 fhd__linear_backward (+ the second half of a split dx) + the
  *                                 rounding of dz that fhd__linear_backward does
@@ -22,6 +24,17 @@
  * thread (one float4 load, one 8-byte store) where both pointers allow it. */
 cudaError_t fhd__cuda_to_bf16(__nv_bfloat16 *dst, const float *src, uint64_t n,
                               cudaStream_t stream);
+
+/* The head's GEMM operands padded to HOs rows (16-byte rows of bf16 dz, and an even head for
+ * cuBLASLt: a head of 33 outputs has no sm90 kernel): for each of `nets` networks n, whose
+ * params start at src + n * net_stride,
+ *   w16 + n HOs H (HOs, H) = bf16(W_head (HO, H) at w_off), rows HO..HOs-1 zero
+ *   b32 + n HOs (HOs)      = b_head (HO) at b_off, then zeros
+ * so the padding outputs are 0 and the padding rows add nothing to dx. Multi-block. */
+cudaError_t fhd__cuda_head_pad_bf16(__nv_bfloat16 *w16, float *b32, const float *src,
+                                    uint64_t net_stride, uint64_t w_off, uint64_t b_off,
+                                    uint32_t HO, uint32_t HOs, uint32_t H, uint32_t nets,
+                                    cudaStream_t stream);
 
 /* Backward of a torso layer's ReLU with bf16 GEMM operands, the bf16 form of
  * fhd__cuda_relu_backward_bgrad (kernels/linear.cuh; the same grid, chunks and partials):

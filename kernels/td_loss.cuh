@@ -52,7 +52,8 @@
 #define FHD_LOSS_MAX_BRANCHES 64
 
 typedef struct fhd__loss_args {
-    /* network outputs, (B, HO) each, row stride HOs (HO rounded up to 4: aligned GEMM ld) */
+    /* network outputs, (B, HO) each, row stride HOs (HO rounded up to 4, or 8 with bf16 GEMMs:
+     * aligned GEMM ld) */
     const float *head_on;  /* online(s) */
     const float *head_sel; /* argmax source at s': online(s') (double DQN) or target(s') */
     const float *head_tgt; /* target(s') */

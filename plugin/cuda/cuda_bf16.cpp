@@ -14,7 +14,10 @@
  *             bf16 by its flatten (cuda_conv.cpp, whose own operands are bf16 too)
  *   hidden    bf.h / bf.tg_a / bf.tg_b: written by the forward GEMMs' bias+ReLU epilogue as
  *             bf16 (with the bf16 bias of bf.w), the next forward's and the dW GEMM's operand
- *   head      its output stays fp32 (h[L], head_t): the loss kernel reads it as before
+ *   head      its output stays fp32 (h[L], head_t): the loss kernel reads it as before; its
+ *             forward and dx GEMMs read bf.head_w / bf.head_b, the head padded to HOs rows
+ *             with zeros (written after bf.w, from the same fp32 weights), so that both are
+ *             GEMMs of 16-byte rows whatever HO is
  *   dz        the head's d(outputs) from the loss kernel (fp32 dz[L]) converted into bf.dz[L];
  *             each torso layer's by fhd__cuda_relu_backward_bf16 from the fp32 dx GEMM output,
  *             with the bias partials from the fp32 values
@@ -52,6 +55,16 @@ void fhd__cuda_bf16_plan_buffers(fhd__backend *b, struct fhd__alloc_list *p) {
     fhd__cuda_alloc_add(p, &bf->act_x, R * in0 * h); /* in0: S, or F below a conv torso */
     fhd__cuda_alloc_add(p, &bf->act_a, R * W * h);
     fhd__cuda_alloc_add(p, &bf->act_b, R * W * h);
+    fhd__cuda_alloc_add(p, &bf->head_w, 2 * (uint64_t)b->HOs * lo->layers[lo->L].in * h);
+    fhd__cuda_alloc_add(p, &bf->head_b, 2 * (uint64_t)b->HOs * sizeof(float));
+}
+
+/* bf.head_w / bf.head_b of the first `nets` networks (online, then target) from params. */
+static int32_t record_head_pad(fhd__backend *b, uint32_t nets, cudaStream_t s) {
+    const fhd__layer *hd = &b->lo.layers[b->lo.L];
+    FHD_CK(b, fhd__cuda_head_pad_bf16(b->bf.head_w, b->bf.head_b, b->params, b->T, hd->w_off,
+                                      hd->b_off, hd->out, b->HOs, hd->in, nets, s));
+    return FHD_OK;
 }
 
 const void *fhd__cuda_op_in(const fhd__backend *b, uint32_t l) {
@@ -70,15 +83,22 @@ const void *fhd__cuda_op_dz(const fhd__backend *b, uint32_t l) {
     return b->bf.on ? (const void *)b->bf.dz[l] : (const void *)b->dz[l];
 }
 
+const void *fhd__cuda_op_head_w(const fhd__backend *b, int net) {
+    if (b->bf.on)
+        return b->bf.head_w + (uint64_t)net * b->HOs * b->lo.layers[b->lo.L].in;
+    return fhd__cuda_op_w(b, net, b->lo.layers[b->lo.L].w_off);
+}
+
 const void *fhd__cuda_op_w(const fhd__backend *b, int net, uint64_t off) {
     const uint64_t at = (net ? b->T : 0) + off;
     return b->bf.on ? (const void *)(b->bf.w + at) : (const void *)(b->params + at);
 }
 
 int32_t fhd__cuda_bf16_record_weights(fhd__backend *b, cudaStream_t s) {
-    if (b->bf.on)
-        FHD_CK(b, fhd__cuda_to_bf16(b->bf.w, b->params, b->T + b->P, s));
-    return FHD_OK;
+    if (!b->bf.on)
+        return FHD_OK;
+    FHD_CK(b, fhd__cuda_to_bf16(b->bf.w, b->params, b->T + b->P, s));
+    return record_head_pad(b, 2, s);
 }
 
 int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int net, cudaStream_t s) {
@@ -102,9 +122,11 @@ int32_t fhd__cuda_bf16_record_head_dz(fhd__backend *b, cudaStream_t s) {
 }
 
 int32_t fhd__cuda_bf16_record_act_weights(fhd__backend *b, cudaStream_t s) {
-    if (b->bf.on) /* the online weights as they are now */
-        FHD_CK(b, fhd__cuda_to_bf16(b->bf.w, b->params, b->P, s));
-    return FHD_OK;
+    if (!b->bf.on)
+        return FHD_OK;
+    /* the online weights as they are now */
+    FHD_CK(b, fhd__cuda_to_bf16(b->bf.w, b->params, b->P, s));
+    return record_head_pad(b, 1, s);
 }
 
 int32_t fhd__cuda_bf16_record_act_input(fhd__backend *b, uint32_t rows, cudaStream_t s) {

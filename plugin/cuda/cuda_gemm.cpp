@@ -363,6 +363,11 @@ static void forward_spec(fhd__backend *b, fhd__gemm_spec *sp, char *site, int ne
     /* a hidden layer's bias in its output's type: bf16 rounded (docs/design.md section 4) */
     s.bias = s.bf16 == FHD_GEMM_BF16_OUT ? fhd__cuda_op_w(b, net, ly->b_off)
                                          : (const void *)(b->params + (net ? b->T : 0) + ly->b_off);
+    if (head && b->bf.on) { /* the padded head: all HOs outputs, the padding ones 0 */
+        s.m = b->HOs;
+        s.A = fhd__cuda_op_head_w(b, net);
+        s.bias = b->bf.head_b + (uint64_t)net * b->HOs;
+    }
     snprintf(site, 24, "fwd%u %s", l, net ? "target" : "online");
     s.site = site;
 }

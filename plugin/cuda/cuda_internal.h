@@ -206,6 +206,9 @@ typedef struct fhd__cuda_bf16 {
     __nv_bfloat16 *tg_a, *tg_b;  /* (B, W) target ping-pong */
     __nv_bfloat16 *dz[FHD_MAXL]; /* (B, out_l): dz_l rounded; dz[L] (B, HOs) the head's */
     __nv_bfloat16 *act_x, *act_a, *act_b; /* (R, S), (R, W) x2: act */
+    __nv_bfloat16 *head_w;       /* (2, HOs, H_L): both heads' weights, rows past HO zero: the
+                                  * head GEMMs' operand (fhd__cuda_head_pad_bf16) */
+    float *head_b;               /* (2, HOs): both heads' biases, zero past HO */
 } fhd__cuda_bf16;
 
 /* p advanced by n elements of a bf16 (bf16 != 0) or float buffer. */
@@ -282,7 +285,8 @@ struct fhd__backend {
                                * so that its weights are as aligned as the online ones (cuBLASLt
                                * picks its vectorised kernels and fused epilogues only then) */
     uint32_t B, N, leaves, rows_on; /* rows_on: 2B with double DQN (online(s) and online(s')) */
-    uint32_t HOs;             /* row stride of head outputs / their gradient: HO rounded up to 4 */
+    uint32_t HOs;             /* row stride of head outputs / their gradient: HO rounded up to 4
+                               * floats (8 with bf16 GEMMs: 16-byte rows) */
     int prioritized, has_sn;
 
     cudaStream_t s_main, s_side, s_prio; /* s_prio: the priority update beside the backward */
@@ -476,6 +480,9 @@ const void *fhd__cuda_op_in(const fhd__backend *b, uint32_t l);
 void *fhd__cuda_op_out(fhd__backend *b, uint32_t l);
 const void *fhd__cuda_op_dz(const fhd__backend *b, uint32_t l);
 const void *fhd__cuda_op_w(const fhd__backend *b, int net, uint64_t off);
+/* The head's weight operand of network `net`: with bf16 GEMMs bf.head_w's (HOs, H) rows (the
+ * padding zero), else the fp32 params' (HO, H). */
+const void *fhd__cuda_op_head_w(const fhd__backend *b, int net);
 /* Record the conversions: the weights (both networks) and layer 0's input of online(s) (all 2B
  * rows with pair_fwd0) on s0 before the forward; the target's layer-0 input on s1 before its
  * forward; the head's output gradient after the loss kernel; act's online weights (before the

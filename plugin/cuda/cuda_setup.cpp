@@ -395,8 +395,8 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.opb = CUBLAS_OP_N;
         s.m = ly->in;
         s.n = B;
-        s.k = ly->out;
-        s.A = fhd__cuda_op_w(b, 0, ly->w_off);
+        s.k = l == L && bf ? b->HOs : ly->out; /* bf16: the padded head (zero rows, columns) */
+        s.A = l == L ? fhd__cuda_op_head_w(b, 0) : fhd__cuda_op_w(b, 0, ly->w_off);
         s.lda = ly->in;
         s.B = fhd__cuda_op_dz(b, l);
         s.ldb = l == L ? b->HOs : ly->out;
