@@ -56,6 +56,10 @@ void fhd__algo_config_get(const cublasLtMatmulAlgo_t *algo, fhd__algo_config *c)
                                          sizeof c->swizzle, &wr);
     cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c->custom,
                                          sizeof c->custom, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &c->inner_shape,
+                                         sizeof c->inner_shape, &wr);
+    cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID,
+                                         &c->cluster_shape, sizeof c->cluster_shape, &wr);
 }
 
 int fhd__algo_config_set(fhd__backend *b, const fhd__gemm_spec *s, const fhd__algo_config *c,
@@ -75,7 +79,9 @@ int fhd__algo_config_set(fhd__backend *b, const fhd__gemm_spec *s, const fhd__al
                {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c->splitk, sizeof c->splitk},
                {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c->reduction, sizeof c->reduction},
                {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c->swizzle, sizeof c->swizzle},
-               {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c->custom, sizeof c->custom}};
+               {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c->custom, sizeof c->custom},
+               {CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &c->inner_shape, sizeof c->inner_shape},
+               {CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c->cluster_shape, sizeof c->cluster_shape}};
     for (const auto &x : cfg)
         if (cublasLtMatmulAlgoConfigSetAttribute(algo, x.attr, x.v, x.n) != CUBLAS_STATUS_SUCCESS)
             return -1;
@@ -169,8 +175,9 @@ static std::string site_key(const fhd__autotune *t, const fhd__gemm *g, const fh
 
 static std::string config_text(const fhd__algo_config &c, float us) {
     char v[160];
-    snprintf(v, sizeof v, "%d %u %u %d %u %u %u %.3f", c.id, c.tile, c.stages, c.splitk,
-             c.reduction, c.swizzle, c.custom, us);
+    snprintf(v, sizeof v, "%d %u %u %d %u %u %u %u %u %.3f", c.id, c.tile, c.stages, c.splitk,
+             c.reduction, c.swizzle, c.custom, (unsigned)c.inner_shape, (unsigned)c.cluster_shape,
+             us);
     return v;
 }
 
@@ -186,10 +193,14 @@ static bool from_line(fhd__backend *b, fhd__autotune *t, const fhd__gemm *g,
     } else {
         const size_t t1 = line.find('\t'), t2 = line.rfind('\t');
         const std::string v = line.substr(t1 + 1, t2 - t1 - 1);
-        if (sscanf(v.c_str(), "%d %u %u %d %u %u %u %f", &c.id, &c.tile, &c.stages, &c.splitk,
-                   &c.reduction, &c.swizzle, &c.custom, us) != 8)
+        unsigned inner = 0, cluster = 0;
+        if (sscanf(v.c_str(), "%d %u %u %d %u %u %u %u %u %f", &c.id, &c.tile, &c.stages, &c.splitk,
+                   &c.reduction, &c.swizzle, &c.custom, &inner, &cluster, us) != 10 ||
+            inner > UINT16_MAX || cluster > UINT16_MAX)
             why = "unreadable configuration";
-        else if (fhd__algo_config_set(b, s, &c, algo) != 0 || !usable(b, g, algo))
+        c.inner_shape = (uint16_t)inner;
+        c.cluster_shape = (uint16_t)cluster;
+        if (!why && (fhd__algo_config_set(b, s, &c, algo) != 0 || !usable(b, g, algo)))
             why = "configuration rejected by cuBLASLt";
     }
     if (!why)
@@ -208,7 +219,8 @@ static bool same_config(const cublasLtMatmulAlgo_t *x, const cublasLtMatmulAlgo_
     fhd__algo_config_get(y, &c);
     return a.id == c.id && a.tile == c.tile && a.stages == c.stages && a.splitk == c.splitk &&
            (a.splitk <= 1 || a.reduction == c.reduction) && a.swizzle == c.swizzle &&
-           a.custom == c.custom;
+           a.custom == c.custom && a.inner_shape == c.inner_shape &&
+           a.cluster_shape == c.cluster_shape;
 }
 
 static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int epi,
@@ -219,6 +231,18 @@ int32_t fhd__autotune_pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *
     const int32_t rc = pick(b, g, s, epi, res, n, rule);
     g->not_rule = !same_config(&g->algo, &res[rule].algo);
     return rc;
+}
+
+/* A configuration rebuilt from its attributes, replaced by the heuristic's own result of the
+ * same configuration where there is one: that is the algorithm the pick was timed as (the
+ * opaque descriptor holds more than the attributes say). */
+static void as_heuristic(cublasLtMatmulAlgo_t *algo, const cublasLtMatmulHeuristicResult_t *res,
+                         int n) {
+    for (int i = 0; i < n; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS && same_config(&res[i].algo, algo)) {
+            *algo = res[i].algo;
+            return;
+        }
 }
 
 static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int epi,
@@ -232,6 +256,7 @@ static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int 
         cublasLtMatmulAlgo_t algo;
         float us = 0.0f;
         if (from_line(b, t, g, s, line->second, &algo, &us)) {
+            as_heuristic(&algo, res, n);
             g->algo = algo;
             g->pick = FHD_PICK_CACHE;
             g->us = us;
@@ -252,6 +277,7 @@ static int32_t pick(fhd__backend *b, fhd__gemm *g, const fhd__gemm_spec *s, int 
         cublasLtMatmulAlgo_t algo;
         if (it != g_picks.end() && fhd__algo_config_set(b, s, &it->second.c, &algo) == 0 &&
             usable(b, g, &algo)) {
+            as_heuristic(&algo, res, n);
             g->algo = algo;
             g->pick = FHD_PICK_CACHE;
             t->hits++;

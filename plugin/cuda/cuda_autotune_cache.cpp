@@ -1,9 +1,10 @@
 /* cuda_autotune_cache.cpp - the autotune's cache file, and the begin and end of a tuning at
  * create (the candidates and their timing are cuda_autotune.cpp's).
  *
- * The cache: one text file, <dir>/autotune-v1.txt, dir the config's autotune_cache, or for
+ * The cache: one text file, <dir>/autotune-v2.txt, dir the config's autotune_cache, or for
  * "auto" $XDG_CACHE_HOME/foxhunt-dqn or ~/.cache/foxhunt-dqn ("none": no cache), a line per site:
- *   <key> TAB <algo tile stages splitk reduction swizzle custom us> TAB <FNV-1a 64 of both>
+ *   <key> TAB <algo tile stages splitk reduction swizzle custom inner cluster us> TAB <FNV-1a
+ *   64 of both>
  * The key names the device (name, SMs), the driver and cuBLASLt versions, the mode and the site's
  * whole GEMM (ops, m n k, leading dimensions, batch and strides, epilogue, precision, operand
  * alignments, alpha mode). A line that fails its checksum, or whose configuration cuBLASLt no
@@ -103,7 +104,7 @@ static void write_cache(fhd__autotune *t, fhd__cuda_plan *p) {
                  " (not written: %s)", strerror(errno));
         return;
     }
-    fprintf(f, "# foxhunt-dqn autotune cache v1: key TAB configuration TAB checksum\n");
+    fprintf(f, "# foxhunt-dqn autotune cache v2: key TAB configuration TAB checksum\n");
     bool ok = true;
     for (const auto &kv : t->lines)
         if (!kv.second.empty())
@@ -147,7 +148,7 @@ int32_t fhd__autotune_begin(fhd__backend *b) {
     t->key_base = base;
     const std::string dir = cache_dir(b);
     if (!dir.empty()) {
-        t->file = dir + "/autotune-v1.txt";
+        t->file = dir + "/autotune-v2.txt";
         snprintf(p->cache_file, sizeof p->cache_file, "%s", t->file.c_str());
         read_cache(t);
     }

@@ -124,6 +124,8 @@ static void record_choice(fhd__backend *b, const fhd__gemm *g, const fhd__gemm_s
     c->splitk = ac.splitk;
     c->reduction = (int32_t)ac.reduction;
     c->swizzle = (int32_t)ac.swizzle;
+    c->inner_shape = (int32_t)ac.inner_shape;
+    c->cluster_shape = (int32_t)ac.cluster_shape;
     c->custom = (int32_t)ac.custom;
     cublasLtMatmulHeuristicResult_t r;
     memset(&r, 0, sizeof r);

@@ -146,12 +146,14 @@ typedef struct fhd__gemm_spec {
 int fhd__gemm_rule_pick(const fhd__gemm_spec *s, const cublasLtMatmulHeuristicResult_t *res,
                         int n);
 
-/* An algorithm's configuration, as cuBLASLt's config attributes hold it. */
+/* An algorithm's configuration, as cuBLASLt's config attributes hold it (all of them: an
+ * algorithm initialised from fewer, e.g. without the cluster shape, may be another kernel). */
 typedef struct fhd__algo_config {
     int32_t id;
     uint32_t tile, stages;
     int32_t splitk;
     uint32_t reduction, swizzle, custom;
+    uint16_t inner_shape, cluster_shape;
 } fhd__algo_config;
 void fhd__algo_config_get(const cublasLtMatmulAlgo_t *algo, fhd__algo_config *c);
 /* Initialise *algo to configuration c for the types of spec s; 0 on success. */

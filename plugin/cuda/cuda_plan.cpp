@@ -129,9 +129,9 @@ static void put_gemm(jbuf *j, const fhd__gemm_choice *g) {
         epi_name(g->epilogue), tf(g->fallback), tf(g->beside));
     put(j,
         ",\"algo\":%d,\"tile\":%d,\"stages\":%d,\"splitk\":%d,\"reduction\":%d,\"swizzle\":%d,"
-        "\"custom\":%d,\"workspace\":%llu",
-        g->algo, g->tile, g->stages, g->splitk, g->reduction, g->swizzle, g->custom,
-        (unsigned long long)g->workspace);
+        "\"custom\":%d,\"inner_shape\":%d,\"cluster_shape\":%d,\"workspace\":%llu",
+        g->algo, g->tile, g->stages, g->splitk, g->reduction, g->swizzle, g->custom, g->inner_shape,
+        g->cluster_shape, (unsigned long long)g->workspace);
     put(j, ",\"pick\":\"%s\",\"rule\":%s,\"candidates\":%d",
         g->pick == FHD_PICK_TUNED   ? "tuned"
         : g->pick == FHD_PICK_CACHE ? "cache"

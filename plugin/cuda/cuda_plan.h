@@ -55,7 +55,7 @@ typedef struct fhd__gemm_choice {
     int narrow;    /* 1: fhd__cuda_narrow_linear, no cuBLASLt */
     int transpose; /* 1: cublasLtMatrixTransform */
     int beside;    /* 1: off the critical path (a dW GEMM on a branch of its own) */
-    int32_t algo, tile, stages, splitk, reduction, swizzle, custom;
+    int32_t algo, tile, stages, splitk, reduction, swizzle, custom, inner_shape, cluster_shape;
     uint64_t workspace; /* bytes the algorithm asks for */
     int pick;           /* FHD_PICK_* */
     int not_rule;       /* 1: another configuration than the rule's pick */

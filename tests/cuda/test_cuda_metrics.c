@@ -43,8 +43,9 @@ static char *picks(json_t *m) {
     json_t *keep = json_array();
     for (size_t i = 0; i < json_array_size(g); i++) {
         json_t *e = json_array_get(g, i), *k = json_object();
-        static const char *const f[] = {"site",   "algo",      "tile",    "stages",
-                                        "splitk", "reduction", "swizzle", "custom"};
+        static const char *const f[] = {"site",        "algo",         "tile",    "stages",
+                                        "splitk",      "reduction",    "swizzle", "custom",
+                                        "inner_shape", "cluster_shape"};
         for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
             if (json_object_get(e, f[j]))
                 json_object_set(k, f[j], json_object_get(e, f[j]));
@@ -109,7 +110,7 @@ static void test_cache(void) {
     ct_check(mkdtemp(dir) != NULL, "mkdtemp");
     char extra[256], file[300];
     snprintf(extra, sizeof extra, ", \"autotune\": \"fast\", \"autotune_cache\": \"%s/c\"", dir);
-    snprintf(file, sizeof file, "%s/c/autotune-v1.txt", dir);
+    snprintf(file, sizeof file, "%s/c/autotune-v2.txt", dir);
 
     fhd_learner *A = make(extra);
     json_t *ma = metrics(A);
