@@ -16,13 +16,13 @@
  *   s0  loss: [head forwards,] head combine, target, weights, loss, dL/dQ, head backward, the
  *       rows' mean |td|; on sm_90 a programmatic dependent of the kernels before it (it starts
  *       while the narrow heads end)
- *   s0  for a small head, dx through the head and the ReLU below it (dz of layer L - 1): the
- *       head-dx kernel, on sm_90 the loss kernel's programmatic dependent; the branches below
- *       fork before it
+ *   s0  dx through the head and the ReLU below it (dz of layer L - 1): for a small head the
+ *       head-dx kernel (on sm_90 the loss kernel's programmatic dependent), else the head's dx
+ *       GEMM; the branches below fork before it and are captured after it
  *   s2  the loss statistics' block sums and (prioritized) the new priorities into the sum
  *       tree, then the head's dW GEMM (with split GEMMs, below: on s4, beside them) and with
  *       detailed_metrics after it the head's row norms (kernels/metrics.cuh)
- *   s0  per layer from the top (from L - 1 when fused): dx GEMM, ReLU backward
+ *   s0  per layer below, from L - 1: dx GEMM, ReLU backward
  *   s3  a small dx GEMM's second half of K beside the first (split_dx), added by the ReLU
  *       backward
  *   s1  per layer below the head: dW GEMM as soon as that layer's dz is ready (with a TF32
@@ -63,6 +63,34 @@ int32_t fhd__cuda_sync_event(fhd__backend *b, cudaEvent_t e) {
     if (b->dist)
         return fhd__cuda_dist_wait(b, NULL, e);
     FHD_CK(b, cudaEventSynchronize(e));
+    return FHD_OK;
+}
+
+/* Layer l's dx GEMM (1 <= l <= L; with split_dx its second half of K on s_aux beside it) and
+ * the ReLU backward below it, on s0: dz[l] -> dz[l - 1] and layer l - 1's bias partials. */
+static int32_t record_dx(fhd__backend *b, uint32_t l, cudaStream_t s0) {
+    const fhd__layout *lo = &b->lo;
+    const fhd__layer *below = &lo->layers[l - 1];
+    const float *dx2 = NULL;
+    if (b->plan.split_dx[l]) { /* the second half of K on s_aux, beside the first */
+        FHD_CK(b, cudaEventRecord(b->ev_aux_fork[l], s0));
+        FHD_CK(b, cudaStreamWaitEvent(b->s_aux, b->ev_aux_fork[l], 0));
+        FHD_TRY(fhd__gemm_run(b, &b->bwd_dx2[l], b->s_aux, b->ws_aux));
+        FHD_CK(b, cudaEventRecord(b->ev_aux_join[l], b->s_aux));
+        dx2 = b->dxp[l];
+    }
+    FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], s0, b->ws_main));
+    if (dx2)
+        FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_join[l], 0));
+    if (l == 1 && b->plan.fuse_dw0)
+        FHD_CK(b, fhd__cuda_relu_backward_dw(b->dz[0], dx2, b->h[0], b->bpart[0], b->B, below->out,
+                                             b->mlp_in, below->in, b->grad + below->w_off,
+                                             b->gpart0, s0));
+    else if (b->bf.on) /* dz_{l-1} in bf16 for its GEMMs */
+        FHD_TRY(fhd__cuda_bf16_relu_backward(b, l - 1, dx2, s0));
+    else
+        FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], dx2, b->h[l - 1],
+                                                b->bpart[l - 1], b->B, below->out, s0));
     return FHD_OK;
 }
 
@@ -125,8 +153,13 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     /* a third branch: the loss statistics and the tree update, so that the dW GEMMs of the
      * layers below (on s1) do not queue behind them; joined before the optimiser */
     FHD_CK(b, cudaEventRecord(b->ev_loss, s0));
-    if (la->fuse_dx) /* dz[L - 1]; the branches forked at ev_loss do not wait for it */
+    /* dz[L - 1] (the critical path) captured before the branches forked at ev_loss, which do
+     * not wait for it: nodes ready together start in about their capture order, and the
+     * branches' kernels are not queued in front of it */
+    if (la->fuse_dx)
         FHD_CK(b, fhd__cuda_head_dx(la, s0));
+    else if (L > 0)
+        FHD_TRY(record_dx(b, L, s0));
     FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
     FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
     if (ahead) /* the tree is final for this update: the next update's sampling may read it */
@@ -152,30 +185,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     for (int l = (int)L; l >= 0; l--) {
         if (l < (int)L)
             FHD_CK(b, cudaEventRecord(b->ev_dz[l], s0));
-        if (l > 0 && !(l == (int)L && la->fuse_dx)) { /* fused: the loss kernel made dz[L - 1] */
-            const fhd__layer *below = &lo->layers[l - 1];
-            const float *dx2 = NULL;
-            if (b->plan.split_dx[l]) { /* the second half of K on s_aux, beside the first */
-                FHD_CK(b, cudaEventRecord(b->ev_aux_fork[l], s0));
-                FHD_CK(b, cudaStreamWaitEvent(b->s_aux, b->ev_aux_fork[l], 0));
-                FHD_TRY(fhd__gemm_run(b, &b->bwd_dx2[l], b->s_aux, b->ws_aux));
-                FHD_CK(b, cudaEventRecord(b->ev_aux_join[l], b->s_aux));
-                dx2 = b->dxp[l];
-            }
-            FHD_TRY(fhd__gemm_run(b, &b->bwd_dx[l], s0, b->ws_main));
-            if (dx2)
-                FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_aux_join[l], 0));
-            if (l == 1 && b->plan.fuse_dw0)
-                FHD_CK(b, fhd__cuda_relu_backward_dw(b->dz[0], dx2, b->h[0], b->bpart[0], b->B,
-                                                     below->out, b->mlp_in, below->in,
-                                                     b->grad + below->w_off, b->gpart0, s0));
-            else if (b->bf.on) /* dz_{l-1} in bf16 for its GEMMs */
-                FHD_TRY(fhd__cuda_bf16_relu_backward(b, (uint32_t)l - 1, dx2, s0));
-            else
-                FHD_CK(b, fhd__cuda_relu_backward_bgrad(b->dz[l - 1], b->dz[l - 1], dx2,
-                                                        b->h[l - 1], b->bpart[l - 1], b->B,
-                                                        below->out, s0));
-        }
+        if (l > 0 && l < (int)L)
+            FHD_TRY(record_dx(b, (uint32_t)l, s0));
         if (l < (int)L) {
             if (l == 0 && b->plan.fuse_dw0) /* dW_0 came with the ReLU backward, below */
                 continue;
