@@ -8,6 +8,8 @@
  * known), then copies the row's S observation floats and S next-observation floats with coalesced
  * (16-byte when S % 4 == 0) loads. Block b handles samples [8b, 8b + 8).
  */
+#include <cuda_bf16.h>
+
 #include "common.cuh"
 #include "sample.cuh"
 #include "sumtree.h"
@@ -44,6 +46,30 @@ static __device__ __forceinline__ void copy_elems(const fhd__sample_args &a, siz
         } else {
             for (uint32_t c = lane; c < fe; c += 32)
                 d8[c] = __ldg(s8 + c);
+        }
+        return;
+    }
+    if (a.dst == FHD_GATHER_BF16) { /* scale * value, rounded once (float or uint8 rows) */
+        __nv_bfloat16 *d16 = static_cast<__nv_bfloat16 *>(a.g_obs16) + dst_off;
+        if (!a.src_u8 && v4 && ((uintptr_t)src & 15u) == 0) { /* float4 in, 8 bytes out */
+            const float4 *s4 = static_cast<const float4 *>(src);
+            for (uint32_t c = lane; c < fe / 4; c += 32) {
+                const float4 v = __ldg(s4 + c);
+                const __nv_bfloat162 lo = __floats2bfloat162_rn(__fmul_rn(a.scale, v.x),
+                                                                __fmul_rn(a.scale, v.y)),
+                                     hi = __floats2bfloat162_rn(__fmul_rn(a.scale, v.z),
+                                                                __fmul_rn(a.scale, v.w));
+                uint2 w;
+                memcpy(&w.x, &lo, sizeof w.x);
+                memcpy(&w.y, &hi, sizeof w.y);
+                reinterpret_cast<uint2 *>(d16)[c] = w;
+            }
+            return;
+        }
+        for (uint32_t c = lane; c < fe; c += 32) {
+            const float v = a.src_u8 ? (float)__ldg(static_cast<const uint8_t *>(src) + c)
+                                     : __ldg(static_cast<const float *>(src) + c);
+            d16[c] = __float2bfloat16_rn(__fmul_rn(a.scale, v));
         }
         return;
     }

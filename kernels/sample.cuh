@@ -59,12 +59,15 @@ typedef struct fhd__sample_args {
     int dst;                       /* FHD_GATHER_* below: what the batch rows get */
     float scale;                   /* FHD_GATHER_SCALED: obs_scale */
     uint8_t *g_obs8;               /* (2B, S) FHD_GATHER_U8: obs rows, then next_obs rows */
+    void *g_obs16;   /* (2B, S) __nv_bfloat16 FHD_GATHER_BF16: the same rows */
 } fhd__sample_args;
 
 /* The batch rows' form: raw floats into g_obs / g_next (float32 replay rows or frames), raw
- * bytes into g_obs8 (uint8, for a conv torso that converts), or obs_scale * value as
- * float into g_obs / g_next (the MLP's input where there is no conv). */
-enum { FHD_GATHER_F32 = 0, FHD_GATHER_U8 = 1, FHD_GATHER_SCALED = 2 };
+ * bytes into g_obs8 (uint8, for a conv torso that converts), obs_scale * value as float into
+ * g_obs / g_next (the MLP's input where there is no conv), or scale * value rounded to bf16
+ * into g_obs16 (the MLP's input with bf16 GEMMs: the layer-0 operand itself; scale is obs_scale
+ * where the rows are scaled, else 1). */
+enum { FHD_GATHER_F32 = 0, FHD_GATHER_U8 = 1, FHD_GATHER_SCALED = 2, FHD_GATHER_BF16 = 3 };
 
 /* What a launch does: everything; everything but the obs rows (the descent, as soon as the
  * tree is final); only the obs rows of the slots in idx (once layer 0's backward, their last

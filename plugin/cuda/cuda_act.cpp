@@ -68,6 +68,8 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn_eval, s));
     const fhd__cuda_img *g = b->img;
     FHD_TRY(fhd__cuda_bf16_record_act_weights(b, s)); /* bf16: before the first GEMM reads them */
+    if (!p->fwd[lo->L].narrow)                        /* the padded head: the online one */
+        FHD_TRY(fhd__cuda_head_pad_record(b, 1, s));
     if (lo->NC) { /* raw rows up; the conv torso's first im2col converts and scales them */
         void *x = g->u8 ? (void *)g->act_x8 : (void *)b->act_x;
         FHD_CK(b, cudaMemcpyAsync(x, b->h_act_obs, (size_t)m * lo->S * (g->u8 ? 1 : sizeof(float)),

@@ -142,6 +142,7 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
     plan_add(p, &b->gbatch, b->gbatch_bytes, MEM_DEVICE, G_ACT);
     fhd__cuda_conv_plan_buffers(b, p);
     fhd__cuda_bf16_plan_buffers(b, p);
+    fhd__cuda_head_pad_plan_buffers(b, p);
     plan_add(p, &b->w_out, B * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->td, B * D * f, MEM_DEVICE, G_ACT);
     plan_add(p, &b->y, B * f, MEM_DEVICE, G_ACT);

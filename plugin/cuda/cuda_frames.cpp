@@ -127,6 +127,11 @@ void fhd__cuda_img_sample_args(fhd__backend *b, fhd__sample_args *a) {
     } else {
         a->dst = FHD_GATHER_F32;
     }
+    if (b->plan.gather_bf16) { /* the layer-0 operand itself (cuda_plan.h) */
+        a->dst = FHD_GATHER_BF16;
+        a->g_obs16 = b->bf.x;
+        a->scale = g->cvt ? g->scale : 1.0f;
+    }
 }
 
 float *fhd__cuda_img_stage_batch(fhd__backend *b, const fhd__host_batch *hb, unsigned char *h) {

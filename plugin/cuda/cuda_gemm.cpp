@@ -365,10 +365,10 @@ static void forward_spec(fhd__backend *b, fhd__gemm_spec *sp, char *site, int ne
     /* a hidden layer's bias in its output's type: bf16 rounded (docs/design.md section 4) */
     s.bias = s.bf16 == FHD_GEMM_BF16_OUT ? fhd__cuda_op_w(b, net, ly->b_off)
                                          : (const void *)(b->params + (net ? b->T : 0) + ly->b_off);
-    if (head && b->bf.on) { /* the padded head: all HOs outputs, the padding ones 0 */
+    if (head && b->plan.pad_head) { /* the padded head: all HOs outputs, the padding ones 0 */
         s.m = b->HOs;
         s.A = fhd__cuda_op_head_w(b, net);
-        s.bias = b->bf.head_b + (uint64_t)net * b->HOs;
+        s.bias = fhd__cuda_op_head_b(b, net);
     }
     snprintf(site, 24, "fwd%u %s", l, net ? "target" : "online");
     s.site = site;
@@ -399,18 +399,19 @@ int32_t fhd__gemm_plan_forward(fhd__backend *b, fhd__gemm *g, int net, uint32_t 
         /* a head of a few outputs: cuBLASLt's tiles would be mostly padding (see linear.cuh;
          * an fp32 kernel, so not with bf16 GEMMs) */
         memset(g, 0, sizeof(*g));
-        g->narrow = 1;
-        g->A = s.A;
+        g->narrow = 1; /* the params' head (HO rows), padded or not */
+        g->A = fhd__cuda_op_w(b, net, ly->w_off);
         g->B = x;
         g->C = y;
         g->alpha = alpha;
-        g->bias = s.bias;
+        g->bias = b->params + (net ? b->T : 0) + ly->b_off;
         g->rows = rows;
         g->out = ly->out;
         g->in = ly->in;
         g->ld = s.ldc;
         g->ldb = s.ldb;
         g->ready = 1;
+        s.m = ly->out;
         record_choice(b, g, &s);
         return FHD_OK;
     }

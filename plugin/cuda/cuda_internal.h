@@ -208,9 +208,6 @@ typedef struct fhd__cuda_bf16 {
     __nv_bfloat16 *tg_a, *tg_b;  /* (B, W) target ping-pong */
     __nv_bfloat16 *dz[FHD_MAXL]; /* (B, out_l): dz_l rounded; dz[L] (B, HOs) the head's */
     __nv_bfloat16 *act_x, *act_a, *act_b; /* (R, S), (R, W) x2: act */
-    __nv_bfloat16 *head_w;       /* (2, HOs, H_L): both heads' weights, rows past HO zero: the
-                                  * head GEMMs' operand (fhd__cuda_head_pad_bf16) */
-    float *head_b;               /* (2, HOs): both heads' biases, zero past HO */
 } fhd__cuda_bf16;
 
 /* p advanced by n elements of a bf16 (bf16 != 0) or float buffer. */
@@ -288,7 +285,10 @@ struct fhd__backend {
                                * picks its vectorised kernels and fused epilogues only then) */
     uint32_t B, N, leaves, rows_on; /* rows_on: 2B with double DQN (online(s) and online(s')) */
     uint32_t HOs;             /* row stride of head outputs / their gradient: HO rounded up to 4
-                               * floats (8 with bf16 GEMMs: 16-byte rows) */
+                               * floats (8 with the padded head: plan.pad_head) */
+    __nv_bfloat16 *head_w;    /* plan.pad_head: (2, HOs, H_L) both heads' weights in bf16, rows
+                               * past HO zero: the head GEMMs' operand */
+    float *head_b;            /* plan.pad_head: (2, HOs) both heads' biases, zero past HO */
     int prioritized, has_sn;
 
     cudaStream_t s_main, s_side, s_prio; /* s_prio: the priority update beside the backward */
@@ -482,16 +482,20 @@ const void *fhd__cuda_op_in(const fhd__backend *b, uint32_t l);
 void *fhd__cuda_op_out(fhd__backend *b, uint32_t l);
 const void *fhd__cuda_op_dz(const fhd__backend *b, uint32_t l);
 const void *fhd__cuda_op_w(const fhd__backend *b, int net, uint64_t off);
-/* The head's weight operand of network `net`: with bf16 GEMMs bf.head_w's (HOs, H) rows (the
- * padding zero), else the fp32 params' (HO, H). */
+/* The head's weight and bias operands of network `net`: with plan.pad_head head_w's (HOs, H)
+ * rows and head_b's HOs (the padding zero), else the params' (HO, H) and HO (cuda_head_pad.cpp,
+ * which also allocates and records the copy: both networks at the start of the update, the
+ * online one in act's graph). */
 const void *fhd__cuda_op_head_w(const fhd__backend *b, int net);
-/* Record the conversions: the weights (both networks) and layer 0's input of online(s) (all 2B
- * rows with pair_fwd0) on s0 before the forward; the target's layer-0 input on s1 before its
- * forward; the head's output gradient after the loss kernel; act's online weights (before the
- * conv torso reads them) and input. With a conv torso there is no input conversion: its
- * flatten writes layer 0's bf16 input itself. */
+const float *fhd__cuda_op_head_b(const fhd__backend *b, int net);
+void fhd__cuda_head_pad_plan_buffers(fhd__backend *b, struct fhd__alloc_list *p);
+int32_t fhd__cuda_head_pad_record(fhd__backend *b, uint32_t nets, cudaStream_t s);
+/* Record the conversions: the weights (both networks) on s0 before the forward; train_batch's
+ * layer-0 input (2B host rows; the update's sampling writes it in bf16 itself, a conv torso's
+ * flatten too); the head's output gradient after the loss kernel; act's online weights
+ * (before the conv torso reads them) and input. */
 int32_t fhd__cuda_bf16_record_weights(fhd__backend *b, cudaStream_t s);
-int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int net, cudaStream_t s);
+int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int train, cudaStream_t s);
 int32_t fhd__cuda_bf16_record_head_dz(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_bf16_record_act_weights(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_bf16_record_act_input(fhd__backend *b, uint32_t rows, cudaStream_t s);

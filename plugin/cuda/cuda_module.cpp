@@ -217,10 +217,6 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
     b->prioritized = cfg->replay == FHD_REPLAY_PRIORITIZED;
     b->leaves = fhd__sumtree_leaf_count(b->N);
     b->rows_on = cfg->double_dqn ? 2 * b->B : b->B;
-    /* head rows 16-byte aligned for the GEMMs that read or write them: 4 floats, or 8 with bf16
-     * GEMMs (their copy of the head's gradient is bf16) */
-    const uint32_t head_align = cfg->matmul_precision == FHD_PREC_BF16 ? 8u : 4u;
-    b->HOs = (lo->head_out + head_align - 1) / head_align * head_align;
     b->has_sn = lo->num_sn > 0;
     b->snap_bytes = cfg->detailed_metrics ? sizeof(fhd__dev_record) : sizeof(fhd__dev_scalars);
     b->max_q = fhd__prio_quantize(1.0);
@@ -245,6 +241,10 @@ static int32_t cuda_create(const fhd__config *cfg, const fhd__layout *lo, const 
             b->dev.sm = prop.major * 10 + prop.minor;
             b->dev.sm_count = prop.multiProcessorCount;
             fhd__cuda_plan_make(lo, cfg, &b->dev, &b->plan);
+            /* head rows: 16-byte aligned for the GEMMs that read or write them (4 floats), 8
+             * with the padded head (cuda_plan.h, pad_head) */
+            const uint32_t head_align = b->plan.pad_head ? 8u : 4u;
+            b->HOs = (lo->head_out + head_align - 1) / head_align * head_align;
             snprintf(b->device_name, sizeof b->device_name, "%s (cuda:%d, sm_%d%d, %.0f GiB)",
                      prop.name, b->device, prop.major, prop.minor,
                      (double)prop.totalGlobalMem / 1073741824.0);

@@ -31,6 +31,7 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
         cfg->matmul_precision == FHD_PREC_TF32_FORWARD || cfg->matmul_precision == FHD_PREC_TF32;
     p->tf32_bwd = cfg->matmul_precision == FHD_PREC_TF32;
     p->bf16 = cfg->matmul_precision == FHD_PREC_BF16;
+    p->gather_bf16 = p->bf16 && lo->NC == 0;
     for (uint32_t l = 1; l < lo->L; l++) { /* dx of a torso layer above layer 0 */
         const uint64_t m = lo->layers[l].in, k = lo->layers[l].out;
         p->split_dx[l] = k % 16 == 0 && k >= FHD_SPLIT_MIN_K && m * B * k <= FHD_SPLIT_MAX_MNK;
@@ -64,6 +65,7 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     p->head_narrow_on = !p->bf16 && fhd__cuda_head_narrow(lo, rows_on);
     p->head_narrow_tg = !p->bf16 && fhd__cuda_head_narrow(lo, B);
     p->head_in_loss = lo->L >= 1 && p->head_narrow_on && p->head_narrow_tg;
+    p->pad_head = p->bf16;
     p->prune = lo->num_masks > 0;
     p->use_aux = p->split_any;
     p->use_hdw = p->hdw_side || p->sample_ahead;
@@ -173,8 +175,9 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
     put_layers(&j, "dz_transposed", p->dz_t, n);
     put(&j, ",\"split_dw0\":%s,\"fuse_dw0\":%s,\"pair_fwd0\":%s,\"head_in_loss\":%s",
         tf(p->split_dw0), tf(p->fuse_dw0), tf(p->pair_fwd0), tf(p->head_in_loss));
-    put(&j, ",\"head_narrow\":{\"online\":%s,\"target\":%s}", tf(p->head_narrow_on),
-        tf(p->head_narrow_tg));
+    put(&j, ",\"head_narrow\":{\"online\":%s,\"target\":%s},\"pad_head\":%s", tf(p->head_narrow_on),
+        tf(p->head_narrow_tg), tf(p->pad_head));
+    put(&j, ",\"gather_bf16\":%s", tf(p->gather_bf16));
     put(&j, ",\"sampling\":\"%s\",\"fork_sn1\":%s,\"head_dw_branch\":\"%s\"",
         p->sample_ahead  ? "ahead"
         : p->side_sample ? "beside_power_iteration"

@@ -77,6 +77,11 @@ typedef struct fhd__cuda_plan {
      * the fusions that compute a GEMM in an fp32 kernel of their own are off then: fuse_dw0,
      * head_narrow_*, head_in_loss and the loss kernel's fuse_dx (cuda_setup.cpp) */
     int bf16;
+    /* bf16 without a conv torso: the update's sampling gathers the batch's obs and next_obs
+     * rows straight into layer 0's bf16 operand (scaled and rounded once, both networks'
+     * rows: the target reads the next_obs half), so that no conversion precedes the forward;
+     * train_batch, which samples nothing, converts the host's 2B rows into it in one launch. */
+    int gather_bf16;
     /* Small backward GEMMs on the critical path as two halves on two streams, each a K loop of
      * half the length: layer l's dx GEMM (split_dx[l]: halves of K = out_l, the second into dxp,
      * added by the ReLU backward) where out_l >= 128, out_l % 16 == 0 and in_l B out_l <= 2^24;
@@ -114,6 +119,13 @@ typedef struct fhd__cuda_plan {
      * them (the wish); the loss kernel's setup keeps it where its 8-row blocks, float4 rows and
      * both W_head fit FHD_LOSS_HEAD_SMEM (the plan then says 1). */
     int head_in_loss;
+    /* The head's forward and dx GEMMs read a copy of both heads padded to HOs rows, HO rounded
+     * up to 8, the padding rows zero (one launch at the start of the update and of act's graph,
+     * cuda_head_pad.cpp): with bf16 GEMMs (16-byte rows of the bf16 dz; for an odd head
+     * cuBLASLt offers only its older kernels). In fp32 and TF32 the same copy moved none of
+     * B2's update time (its head kernels shortened, the graph's critical path did not), so
+     * there HOs is HO rounded up to 4 (16-byte rows of fp32 outputs) and the params are read. */
+    int pad_head;
     /* Gradual magnitude pruning (lo.num_masks > 0; cuda_prune.cpp): the gradient masked on
      * s_main before the optimiser (one node) and the selection after it (FHD_PRUNE_PASSES + 1
      * nodes, each returning at once off a pruning update). Nothing else of the plan depends on

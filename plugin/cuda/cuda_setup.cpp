@@ -328,9 +328,10 @@ static int32_t prepare_gemms(fhd__backend *b) {
         const float *a_tg = ly->sn ? b->sn_inv + FHD_MAX_HIDDEN_LAYERS + l : b->d_one;
         const void *xo = fhd__cuda_op_in(b, l);
         /* target(s') */
-        const void *xt = l > 0 ? target_input(b, l)
-                         : bf  ? (const void *)b->bf.x_tg
-                               : (const void *)b->mlp_in_tg;
+        const void *xt = l > 0                 ? target_input(b, l)
+                         : b->plan.gather_bf16 ? (const void *)(b->bf.x + (size_t)B * in0)
+                         : bf                  ? (const void *)b->bf.x_tg
+                                               : (const void *)b->mlp_in_tg;
         void *yt = l == L ? (void *)b->head_t : target_output(b, l);
         float *yt32 = l % 2 == 0 ? b->tg_a : b->tg_b; /* bf16 epilogue fallback's scratch */
         if (!(l == 0 && b->plan.pair_fwd0)) {
@@ -395,7 +396,8 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.opb = CUBLAS_OP_N;
         s.m = ly->in;
         s.n = B;
-        s.k = l == L && bf ? b->HOs : ly->out; /* bf16: the padded head (zero rows, columns) */
+        /* the padded head: HOs rows of W, dz's padding columns zero */
+        s.k = l == L && b->plan.pad_head ? b->HOs : ly->out;
         s.A = l == L ? fhd__cuda_op_head_w(b, 0) : fhd__cuda_op_w(b, 0, ly->w_off);
         s.lda = ly->in;
         s.B = fhd__cuda_op_dz(b, l);

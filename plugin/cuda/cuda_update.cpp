@@ -36,9 +36,11 @@
  *       launch with a grid barrier between the two passes (two launches without cooperative
  *       launch support); with a guard (kernels/guard.cuh) the norm pass decides whether the
  *       update is applied, and with PER the staged priorities enter the tree after it (one node)
- * With bf16 GEMMs (cuda_bf16.cpp) the weights are converted first on s0, each network's layer-0
- * input before its forward, the head's output gradient right after the loss kernel, and the
- * ReLU backward writes bf16 dz.
+ * With bf16 GEMMs (cuda_bf16.cpp) the weights are converted first on s0 (the sampling writes
+ * layer 0's bf16 input itself; train_batch converts its rows after the weights), the head's
+ * output gradient right after the loss kernel, and the ReLU backward writes bf16 dz. With the
+ * padded head (cuda_plan.h, pad_head) both heads are copied on s0 after the weights
+ * (cuda_head_pad.cpp).
  *   s0  pruning on (cuda_prune.cpp): the gradient masked before the optimiser, the selection
  *       after it (a no-op off pruning updates, decided on the device)
  * The update counter lives on the device and every kernel reads it, so the same graph serves
@@ -111,6 +113,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample, s0));
     }
     FHD_TRY(fhd__cuda_bf16_record_weights(b, s0)); /* bf16 GEMMs: both networks, before the fork */
+    FHD_TRY(fhd__cuda_head_pad_record(b, 2, s0));  /* the padded head: both networks */
+    FHD_TRY(fhd__cuda_bf16_record_input(b, train, s0)); /* bf16: train_batch's 2B rows */
     if (b->has_sn) {
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn1, s0));
         if (b->plan.fork_sn1) { /* the target forward after the first pass (cuda_plan.h) */
@@ -123,10 +127,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_sample, 0));
     /* paired: layer 0 of both networks in one GEMM, then the fork */
     const uint32_t l0 = b->plan.pair_fwd0 ? 1 : 0;
-    if (l0) {
-        FHD_TRY(fhd__cuda_bf16_record_input(b, 0, s0)); /* bf16: all 2B rows */
+    if (l0)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[0], s0, b->ws_main));
-    }
     FHD_TRY(fhd__cuda_conv_record_input(b, s0)); /* shared by both networks: before the fork */
     if (!b->plan.fork_sn1) {
         FHD_CK(b, cudaEventRecord(b->ev_fork, s0));
@@ -136,13 +138,9 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
      * (cuda_conv.cpp) */
     const uint32_t top = L - (b->plan.head_in_loss ? 1u : 0u);
     FHD_TRY(fhd__cuda_conv_record_forward(b, 0, s0));
-    if (!l0) /* bf16: layer 0's input of each network on its own stream */
-        FHD_TRY(fhd__cuda_bf16_record_input(b, 0, s0));
     for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_on[l], s0, b->ws_main));
     FHD_TRY(fhd__cuda_conv_record_forward(b, 1, s1));
-    if (!l0)
-        FHD_TRY(fhd__cuda_bf16_record_input(b, 1, s1));
     for (uint32_t l = l0; l <= top; l++)
         FHD_TRY(fhd__gemm_run(b, &b->fwd_tg[l], s1, b->ws_side));
     FHD_CK(b, cudaEventRecord(b->ev_tgt, s1));

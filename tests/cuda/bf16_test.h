@@ -62,8 +62,9 @@ static void check_plan(const variant *v, fhd_learner *Lg) {
              b16, gemms, count(m, "\"precision\":\"bf16_out\""));
     ct_check(ok && !strstr(m, "narrow_linear") && strstr(m, "\"fuse_dw0\":false") &&
                  strstr(m, "\"head_in_loss\":false") &&
-                 strstr(m, "\"head_narrow\":{\"online\":false,\"target\":false}"),
-             "%s: no narrow head kernel, no head_in_loss, no fuse_dw0", v->name);
+                 strstr(m, "\"head_narrow\":{\"online\":false,\"target\":false}") &&
+                 strstr(m, "\"pad_head\":true"),
+             "%s: no narrow head kernel, no head_in_loss, no fuse_dw0; the padded head", v->name);
     free(m);
 }
 
@@ -80,7 +81,7 @@ static void check_graph(const variant *v, fhd_learner *Lg) {
     cudaGraphGetNodes(g, nodes, &n);
     int memcpys = 0, grid1 = 0, cvt = 0, relu16 = 0, relu32 = 0, head_dx = 0, narrow = 0;
     /* the conv kernels (all of them, and those instantiated for bf16) */
-    int im2col = 0, im2col16 = 0, cdz = 0, cdz16 = 0, flat = 0, flat16 = 0, perm16 = 0;
+    int im2col = 0, im2col16 = 0, cdz = 0, cdz16 = 0, flat = 0, flat16 = 0, perm16 = 0, pad16 = 0;
     for (size_t i = 0; i < n; i++) {
         enum cudaGraphNodeType t;
         cudaGraphNodeGetType(nodes[i], &t);
@@ -112,6 +113,7 @@ static void check_graph(const variant *v, fhd_learner *Lg) {
         flat += strstr(nm, "fhd_conv_flatten_kernel") != NULL;
         flat16 += strstr(nm, "fhd_conv_flatten_kernel") != NULL && b16;
         perm16 += strstr(nm, "fhd_conv_permute_kernel") != NULL && b16;
+        pad16 += strstr(nm, "fhd_head_pad_bf16_kernel") != NULL;
     }
     uint64_t info[FHD_CUDA_INFO_COUNT];
     ct_read(Lg, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, info);
@@ -120,14 +122,15 @@ static void check_graph(const variant *v, fhd_learner *Lg) {
     ct_check(memcpys == 0 && grid1 == 0,
              "%s: %zu nodes, no memcpy (%d), no 1x1x1 grid of ours (%d)", v->name, n, memcpys,
              grid1);
-    /* the weights, layer 0's input (paired: one conversion, else one a network; below a conv
-     * torso none: its flatten writes bf16), the head's output gradient */
-    const int want_cvt = NC ? 2 : paired ? 3 : 4;
-    ct_check(cvt == want_cvt, "%s: %d bf16 conversions (%d expected; layer 0 %s)", v->name, cvt,
-             want_cvt,
+    /* the weights and the head's output gradient; layer 0's input is none (the sampling writes
+     * it in bf16, below a conv torso its flatten), paired or not; the padded head once */
+    ct_check(cvt == 2 && pad16 == 1,
+             "%s: %d bf16 conversions (2 expected; layer 0 %s), %d bf16 head paddings (1)", v->name,
+             cvt,
              NC       ? "from the conv flatten"
-             : paired ? "paired"
-                      : "per network");
+             : paired ? "paired, from the sampling"
+                      : "per network, from the sampling",
+             pad16);
     /* the conv torso in bf16: layer 0's im2col once, each layer above's once a network; a dz
      * kernel a layer; a flatten a network; the forward permutation rounding to bf16 */
     ct_check(!NC || (im2col == im2col16 && im2col == 2 * NC - 1 && cdz == NC && cdz16 == NC &&
