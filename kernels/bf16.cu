@@ -6,7 +6,7 @@
 
 #define CVT_THREADS 256
 #define CVT_MAX_BLOCKS 4096
-#define RB_COLS 32  /* columns per block: one per lane (fhd__cuda_relu_backward_bgrad's tiles) */
+#define RB_COLS 32  /* lanes across a block, V columns each (fhd__cuda_relu_backward_bgrad: 1) */
 #define RB_GROUPS 8 /* row groups per block: one per warp */
 #define RB_ROWS 64  /* rows per block, the chunks of fhd__cuda_relu_bgrad_chunks: 8 a thread */
 
@@ -82,61 +82,109 @@ cudaError_t fhd__cuda_head_pad_bf16(__nv_bfloat16 *w16, float *b32, const float 
     return cudaGetLastError();
 }
 
-/* grid (tiles, chunks): block (t, c) owns columns [32 t, 32 t + 32) of rows [64 c, 64 c + 64);
- * lane = column, warp g = rows 64 c + g + 8 k (k = 0..7), every thread's 8 rows in flight at
- * once (the layout of linear.cu's fhd_relu_backward_bgrad_kernel, whose partials these are). */
-template <bool TWO>
+/* grid (tiles, chunks): block (t, c) owns columns [32 V t, 32 V t + 32 V) of rows [64 c, 64 c +
+ * 64); lane = V adjacent columns (one float2 / bfloat162 access each with V = 2, where H is even),
+ * warp g = rows 64 c + g + 8 k (k = 0..7), every thread's 8 rows in flight at once (the layout of
+ * linear.cu's fhd_relu_backward_bgrad_kernel, whose partials these are: each column's partial is
+ * the same sum in the same order for either V). */
+template <bool TWO, int V>
 __global__ void __launch_bounds__(RB_COLS * RB_GROUPS)
     fhd_relu_backward_bf16_kernel(__nv_bfloat16 *__restrict__ dz16, const float *__restrict__ dx,
                                   const float *__restrict__ dx2,
                                   const __nv_bfloat16 *__restrict__ h16,
                                   float *__restrict__ partial, uint32_t B, uint32_t H) {
     constexpr int NR = RB_ROWS / RB_GROUPS;
-    __shared__ float red[RB_GROUPS][RB_COLS];
+    __shared__ float red[RB_GROUPS][RB_COLS * V];
     const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
-    const uint32_t col = blockIdx.x * RB_COLS + lane;
+    const uint32_t col = (blockIdx.x * RB_COLS + lane) * V; /* this lane's first column */
     const uint32_t r0 = blockIdx.y * RB_ROWS + grp;
-    float s = 0.0f;
-    if (col < H) {
-        float g[NR], m[NR];
+    float s[V];
+#pragma unroll
+    for (int c = 0; c < V; c++)
+        s[c] = 0.0f;
+    if (col < H) { /* with V = 2, H is even: both columns are there */
+        float g[NR][V], m[NR][V];
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             const uint32_t r = r0 + i * RB_GROUPS;
-            g[i] = r < B ? dx[(size_t)r * H + col] : 0.0f;
-            if (TWO && r < B)
-                g[i] += dx2[(size_t)r * H + col];
-            m[i] = r < B ? __bfloat162float(h16[(size_t)r * H + col]) : 0.0f;
+            const size_t at = (size_t)r * H + col;
+            if (V == 2) {
+                float2 v = r < B ? *reinterpret_cast<const float2 *>(dx + at) : make_float2(0, 0);
+                if (TWO && r < B) {
+                    const float2 w = *reinterpret_cast<const float2 *>(dx2 + at);
+                    v.x += w.x;
+                    v.y += w.y;
+                }
+                g[i][0] = v.x;
+                g[i][V - 1] = v.y;
+                const float2 hm =
+                    r < B ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(h16 + at))
+                          : make_float2(0, 0);
+                m[i][0] = hm.x;
+                m[i][V - 1] = hm.y;
+            } else {
+                g[i][0] = r < B ? dx[at] : 0.0f;
+                if (TWO && r < B)
+                    g[i][0] += dx2[at];
+                m[i][0] = r < B ? __bfloat162float(h16[at]) : 0.0f;
+            }
         }
 #pragma unroll
         for (int i = 0; i < NR; i++) {
             const uint32_t r = r0 + i * RB_GROUPS;
-            const float v = m[i] > 0.0f ? g[i] : 0.0f;
-            if (r < B)
-                dz16[(size_t)r * H + col] = __float2bfloat16_rn(v);
-            s += v;
+            float v[V];
+#pragma unroll
+            for (int c = 0; c < V; c++) {
+                v[c] = m[i][c] > 0.0f ? g[i][c] : 0.0f;
+                s[c] += v[c];
+            }
+            if (r < B) {
+                const size_t at = (size_t)r * H + col;
+                if (V == 2)
+                    *reinterpret_cast<__nv_bfloat162 *>(dz16 + at) =
+                        __floats2bfloat162_rn(v[0], v[V - 1]);
+                else
+                    dz16[at] = __float2bfloat16_rn(v[0]);
+            }
         }
     }
-    red[grp][lane] = s;
+#pragma unroll
+    for (int c = 0; c < V; c++)
+        red[grp][lane * V + c] = s[c];
     __syncthreads();
-    if (grp == 0 && col < H) {
+    for (uint32_t k = threadIdx.x; k < RB_COLS * V; k += blockDim.x) {
+        const uint32_t j = blockIdx.x * RB_COLS * V + k;
+        if (j >= H)
+            continue;
         float t = 0.0f;
-        for (int k = 0; k < RB_GROUPS; k++)
-            t += red[k][lane];
-        partial[(size_t)blockIdx.y * H + col] = t;
+        for (int q = 0; q < RB_GROUPS; q++)
+            t += red[q][k];
+        partial[(size_t)blockIdx.y * H + j] = t;
     }
+}
+
+template <bool TWO>
+static cudaError_t relu_backward_bf16(__nv_bfloat16 *dz16, const float *dx, const float *dx2,
+                                      const __nv_bfloat16 *h16, float *partial, uint32_t B,
+                                      uint32_t H, cudaStream_t stream) {
+    const uintptr_t al = (uintptr_t)dz16 | (uintptr_t)dx | (uintptr_t)dx2 | (uintptr_t)h16;
+    const bool v2 = H % 2 == 0 && (al & 7) == 0; /* every row's column pairs 8-byte aligned */
+    const uint32_t cols = RB_COLS * (v2 ? 2 : 1);
+    const dim3 grid((uint32_t)fhd_cdiv(H, cols), fhd__cuda_relu_bgrad_chunks(B));
+    if (v2)
+        fhd_relu_backward_bf16_kernel<TWO, 2>
+            <<<grid, RB_COLS * RB_GROUPS, 0, stream>>>(dz16, dx, dx2, h16, partial, B, H);
+    else
+        fhd_relu_backward_bf16_kernel<TWO, 1>
+            <<<grid, RB_COLS * RB_GROUPS, 0, stream>>>(dz16, dx, dx2, h16, partial, B, H);
+    return cudaGetLastError();
 }
 
 cudaError_t fhd__cuda_relu_backward_bf16(__nv_bfloat16 *dz16, const float *dx, const float *dx2,
                                          const __nv_bfloat16 *h16, float *partial, uint32_t B,
                                          uint32_t H, cudaStream_t stream) {
-    const dim3 grid((uint32_t)fhd_cdiv(H, RB_COLS), fhd__cuda_relu_bgrad_chunks(B));
-    if (dx2)
-        fhd_relu_backward_bf16_kernel<true>
-            <<<grid, RB_COLS * RB_GROUPS, 0, stream>>>(dz16, dx, dx2, h16, partial, B, H);
-    else
-        fhd_relu_backward_bf16_kernel<false>
-            <<<grid, RB_COLS * RB_GROUPS, 0, stream>>>(dz16, dx, dx2, h16, partial, B, H);
-    return cudaGetLastError();
+    return dx2 ? relu_backward_bf16<true>(dz16, dx, dx2, h16, partial, B, H, stream)
+               : relu_backward_bf16<false>(dz16, dx, dx2, h16, partial, B, H, stream);
 }
 
 __global__ void __launch_bounds__(CVT_THREADS)
@@ -165,9 +213,11 @@ cudaError_t fhd__cuda_bf16_preload(void) {
     cudaFuncAttributes fa;
     const void *fns[] = {
         (const void *)fhd_to_bf16_kernel<true>, (const void *)fhd_to_bf16_kernel<false>,
-        (const void *)fhd_relu_backward_bf16_kernel<true>,
-        (const void *)fhd_relu_backward_bf16_kernel<false>, (const void *)fhd_bias_act_bf16_kernel,
-        (const void *)fhd_head_pad_bf16_kernel};
+        (const void *)fhd_relu_backward_bf16_kernel<true, 1>,
+        (const void *)fhd_relu_backward_bf16_kernel<false, 1>,
+        (const void *)fhd_relu_backward_bf16_kernel<true, 2>,
+        (const void *)fhd_relu_backward_bf16_kernel<false, 2>,
+        (const void *)fhd_bias_act_bf16_kernel, (const void *)fhd_head_pad_bf16_kernel};
     for (const void *f : fns) {
         cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)
