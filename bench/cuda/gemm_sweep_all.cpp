@@ -3,6 +3,8 @@
  * heuristic's list, and the exhaustive screen of one site against that pick. */
 #include "gemm_sweep.h"
 
+#include "cuda_gemm_rule.h"
+
 #include <algorithm>
 #include <math.h>
 #include <string.h>
@@ -119,21 +121,10 @@ std::vector<config> enumerate_configs(cublasLtHandle_t lt, const site &s, int tf
     return cands;
 }
 
-/* The pick of cuda_gemm.cpp's rule: the heuristic's first of 8, or for m n k <= 2^28 its first
- * without split-K. */
+/* The backend's rule (plugin/cuda/cuda_gemm_rule.h), the first result where there are none. */
 int library_pick(const site &s, const cublasLtMatmulHeuristicResult_t *res, int nres) {
-    if ((double)s.m * s.n * s.k <= (double)(1u << 28))
-        for (int i = 0; i < nres && i < 8; i++) {
-            int32_t sk = 1;
-            size_t wr;
-            if (res[i].state == CUBLAS_STATUS_SUCCESS &&
-                cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                     &sk, sizeof sk, &wr) ==
-                    CUBLAS_STATUS_SUCCESS &&
-                sk <= 1)
-                return i;
-        }
-    return 0;
+    const int i = fhd__gemm_rule_index(s.m, s.n, s.k, res, nres);
+    return i < 0 ? 0 : i;
 }
 
 /* A heuristic result as a config (its attributes read back). */

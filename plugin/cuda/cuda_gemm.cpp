@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda_gemm_rule.h"
 #include "cuda_internal.h"
 #include "linear.cuh"
 
@@ -61,20 +62,7 @@ void fhd__gemm_destroy(fhd__gemm *g) {
 
 int fhd__gemm_rule_pick(const fhd__gemm_spec *s, const cublasLtMatmulHeuristicResult_t *res,
                         int n) {
-    if (n <= 0)
-        return -1;
-    if ((double)s->m * s->n * s->k <= (double)(1u << 28))
-        for (int i = 0; i < n && i < 8; i++) {
-            int32_t sk = 1;
-            size_t wr = 0;
-            if (res[i].state == CUBLAS_STATUS_SUCCESS &&
-                cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                     &sk, sizeof sk, &wr) ==
-                    CUBLAS_STATUS_SUCCESS &&
-                sk <= 1)
-                return i;
-        }
-    return 0;
+    return fhd__gemm_rule_index(s->m, s->n, s->k, res, n);
 }
 
 void fhd__gemm_types(const fhd__gemm_spec *s, cublasComputeType_t *ct, cudaDataType_t *ab,

@@ -141,8 +141,7 @@ typedef struct fhd__gemm_spec {
     int beside;       /* 1: off the critical path (a dW GEMM beside the dx chain) */
 } fhd__gemm_spec;
 
-/* The rule's pick among the heuristic's n results: the first, or for m n k <= 2^28 the first of
- * the top 8 without split-K; -1 when n is 0. */
+/* The rule's pick among the heuristic's n results (cuda_gemm_rule.h); -1 when n is 0. */
 int fhd__gemm_rule_pick(const fhd__gemm_spec *s, const cublasLtMatmulHeuristicResult_t *res,
                         int n);
 
