@@ -38,6 +38,12 @@ ZOO = {
                            target_update_interval=600, train_freq=16, gradient_steps=8,
                            exploration_fraction=0.2, exploration_final_eps=0.07,
                            policy_kwargs={"net_arch": [256, 256]}),
+    # the zoo's LunarLander-v2 entry; Gymnasium 1.x names the same task LunarLander-v3
+    "LunarLander-v3": dict(n_timesteps=100_000, learning_rate=6.3e-4, batch_size=128,
+                           buffer_size=50_000, learning_starts=0, gamma=0.99,
+                           target_update_interval=250, train_freq=4, gradient_steps=-1,
+                           exploration_fraction=0.12, exploration_final_eps=0.1,
+                           policy_kwargs={"net_arch": [256, 256]}),
 }
 EVAL_EPISODES = 20
 
