@@ -133,18 +133,19 @@ __global__ void __launch_bounds__(RB_COLS * RB_GROUPS)
         for (int i = 0; i < NR; i++) {
             const uint32_t r = r0 + i * RB_GROUPS;
             float v[V];
+            __nv_bfloat16 q[V]; /* dz as the GEMMs read it; the partials sum these values */
 #pragma unroll
             for (int c = 0; c < V; c++) {
                 v[c] = m[i][c] > 0.0f ? g[i][c] : 0.0f;
-                s[c] += v[c];
+                q[c] = __float2bfloat16_rn(v[c]);
+                s[c] += __bfloat162float(q[c]);
             }
             if (r < B) {
                 const size_t at = (size_t)r * H + col;
                 if (V == 2)
-                    *reinterpret_cast<__nv_bfloat162 *>(dz16 + at) =
-                        __floats2bfloat162_rn(v[0], v[V - 1]);
+                    *reinterpret_cast<__nv_bfloat162 *>(dz16 + at) = __halves2bfloat162(q[0], q[V - 1]);
                 else
-                    dz16[at] = __float2bfloat16_rn(v[0]);
+                    dz16[at] = q[0];
             }
         }
     }
@@ -187,6 +188,84 @@ cudaError_t fhd__cuda_relu_backward_bf16(__nv_bfloat16 *dz16, const float *dx, c
                : relu_backward_bf16<false>(dz16, dx, dx2, h16, partial, B, H, stream);
 }
 
+/* The in-place form (plan dx16: the dx GEMM wrote dz's unmasked values in bf16): the same
+ * blocks, chunks and partials, V = 8 adjacent columns a lane (one 16-byte access of dz and one
+ * of h16 per row) where H % 8 == 0, else one; every thread's 8 rows in flight at once. */
+template <int V>
+__global__ void __launch_bounds__(RB_COLS * RB_GROUPS)
+    fhd_relu_mask_bf16_kernel(__nv_bfloat16 *__restrict__ dz16,
+                              const __nv_bfloat16 *__restrict__ h16, float *__restrict__ partial,
+                              uint32_t B, uint32_t H) {
+    constexpr int NR = RB_ROWS / RB_GROUPS;
+    __shared__ float red[RB_GROUPS][RB_COLS * V];
+    struct alignas(2 * V) pack { /* V bf16 values, moved as one access */
+        __nv_bfloat16 e[V];
+    };
+    const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
+    const uint32_t col = (blockIdx.x * RB_COLS + lane) * V;
+    const uint32_t r0 = blockIdx.y * RB_ROWS + grp;
+    float s[V];
+#pragma unroll
+    for (int c = 0; c < V; c++)
+        s[c] = 0.0f;
+    if (col < H) { /* with V = 8, H % 8 == 0: all eight columns are there */
+        pack g[NR], m[NR];
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            const uint32_t r = r0 + i * RB_GROUPS;
+            const size_t at = (size_t)r * H + col;
+            if (r < B) {
+                g[i] = *reinterpret_cast<const pack *>(dz16 + at);
+                m[i] = *reinterpret_cast<const pack *>(h16 + at);
+            } else {
+#pragma unroll
+                for (int c = 0; c < V; c++)
+                    g[i].e[c] = m[i].e[c] = __float2bfloat16_rn(0.0f);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < NR; i++) {
+            const uint32_t r = r0 + i * RB_GROUPS;
+            pack q;
+#pragma unroll
+            for (int c = 0; c < V; c++) {
+                q.e[c] = __bfloat162float(m[i].e[c]) > 0.0f ? g[i].e[c] : __float2bfloat16_rn(0.0f);
+                s[c] += __bfloat162float(q.e[c]);
+            }
+            if (r < B)
+                *reinterpret_cast<pack *>(dz16 + (size_t)r * H + col) = q;
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < V; c++)
+        red[grp][lane * V + c] = s[c];
+    __syncthreads();
+    for (uint32_t k = threadIdx.x; k < RB_COLS * V; k += blockDim.x) {
+        const uint32_t j = blockIdx.x * RB_COLS * V + k;
+        if (j >= H)
+            continue;
+        float t = 0.0f;
+        for (int q = 0; q < RB_GROUPS; q++)
+            t += red[q][k];
+        partial[(size_t)blockIdx.y * H + j] = t;
+    }
+}
+
+cudaError_t fhd__cuda_relu_mask_bf16(__nv_bfloat16 *dz16, const __nv_bfloat16 *h16,
+                                     float *partial, uint32_t B, uint32_t H,
+                                     cudaStream_t stream) {
+    const bool v8 = H % 8 == 0 && (((uintptr_t)dz16 | (uintptr_t)h16) & 15) == 0;
+    const uint32_t cols = RB_COLS * (v8 ? 8 : 1);
+    const dim3 grid((uint32_t)fhd_cdiv(H, cols), fhd__cuda_relu_bgrad_chunks(B));
+    if (v8)
+        fhd_relu_mask_bf16_kernel<8>
+            <<<grid, RB_COLS * RB_GROUPS, 0, stream>>>(dz16, h16, partial, B, H);
+    else
+        fhd_relu_mask_bf16_kernel<1>
+            <<<grid, RB_COLS * RB_GROUPS, 0, stream>>>(dz16, h16, partial, B, H);
+    return cudaGetLastError();
+}
+
 __global__ void __launch_bounds__(CVT_THREADS)
     fhd_bias_act_bf16_kernel(__nv_bfloat16 *__restrict__ y16, const float *__restrict__ y,
                              const __nv_bfloat16 *__restrict__ b16, uint64_t n, uint32_t out,
@@ -217,6 +296,7 @@ cudaError_t fhd__cuda_bf16_preload(void) {
         (const void *)fhd_relu_backward_bf16_kernel<false, 1>,
         (const void *)fhd_relu_backward_bf16_kernel<true, 2>,
         (const void *)fhd_relu_backward_bf16_kernel<false, 2>,
+        (const void *)fhd_relu_mask_bf16_kernel<8>, (const void *)fhd_relu_mask_bf16_kernel<1>,
         (const void *)fhd_bias_act_bf16_kernel, (const void *)fhd_head_pad_bf16_kernel};
     for (const void *f : fns) {
         cudaError_t e = cudaFuncGetAttributes(&fa, f);

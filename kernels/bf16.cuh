@@ -6,9 +6,10 @@
  *                                 graph), layer 0's input, the head's output gradient
  *   fhd__cuda_head_pad_bf16       fhd__bf16_round_n of the head's weights (the same bits) into a
  *                                 copy with HOs rows, the padding zero, and its fp32 bias
- *   fhd__cuda_relu_backward_bf16  fhd__relu_backward of a torso layer + the partial db of
- *                                 fhd__linear_backward (+ the second half of a split dx) + the
- *                                 rounding of dz that fhd__linear_backward does
+ *   fhd__cuda_relu_backward_bf16  fhd__relu_backward of a torso layer + the rounding of dz
+ *                                 and the partial db of fhd__linear_backward (+ the second
+ *                                 half of a split dx)
+ *   fhd__cuda_relu_mask_bf16      the same where the dx GEMM rounded dz itself (in place)
  *   fhd__cuda_bias_act_bf16       the bias + ReLU of a hidden fhd__linear_forward and its
  *                                 rounding, where cuBLASLt has no epilogue for the bf16 GEMM
  * Rounding is round to nearest even (__float2bfloat16_rn), the bits of common/bf16.h.
@@ -39,13 +40,19 @@ cudaError_t fhd__cuda_head_pad_bf16(__nv_bfloat16 *w16, float *b32, const float 
 /* Backward of a torso layer's ReLU with bf16 GEMM operands, the bf16 form of
  * fhd__cuda_relu_backward_bgrad (kernels/linear.cuh; the same grid, chunks and partials):
  *   dz16 (B, H)                = bf16((dx + dx2) (B, H) * (h16 > 0))   (dx2 may be NULL)
- *   partial (chunks, H)[c][j]  = sum of the fp32 (dx + dx2)[r][j] (h16 > 0) over the 64 rows r
- *                                of chunk c, fhd__cuda_relu_bgrad_chunks(B) chunks
+ *   partial (chunks, H)[c][j]  = sum of dz16[r][j] (in fp32) over the 64 rows r of chunk c,
+ *                                fhd__cuda_relu_bgrad_chunks(B) chunks
  * h16 is the layer's bf16 output (B rows of ld H). dz16 feeds the layer's dW and dx GEMMs; the
- * optimiser's norm pass sums the partials (the bias gradient, from fp32 values). */
+ * optimiser's norm pass sums the partials (the bias gradient, from the bf16 dz the GEMMs read). */
 cudaError_t fhd__cuda_relu_backward_bf16(__nv_bfloat16 *dz16, const float *dx, const float *dx2,
                                          const __nv_bfloat16 *h16, float *partial, uint32_t B,
                                          uint32_t H, cudaStream_t stream);
+
+/* The same in place, where the dx GEMM wrote bf16(dx) into dz16 (B, H) itself:
+ *   dz16 = dz16 * (h16 > 0), partial as above (the same grid of chunks). */
+cudaError_t fhd__cuda_relu_mask_bf16(__nv_bfloat16 *dz16, const __nv_bfloat16 *h16,
+                                     float *partial, uint32_t B, uint32_t H,
+                                     cudaStream_t stream);
 
 /* y16 (rows, out; row stride ld) = bf16(relu(y (rows, out; row stride ld) + b16 (out))): a
  * hidden layer's epilogue after a bf16 GEMM that wrote its fp32 product into y, where cuBLASLt

@@ -68,9 +68,15 @@ FHD_CPU_SIMD static void bias_grad(float *restrict db, float *restrict dy, const
 void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *h,
                           const float *x, const float *W, uint32_t B, uint32_t in, uint32_t out,
                           const fhd__gemm_mode *m) {
-    bias_grad(db, dy, h, B, out);
-    if (m->bf16) /* the GEMMs' operand; db above summed the fp32 values */
+    if (m->bf16 && h) { /* a hidden layer: db sums the bf16 dz that its GEMMs read */
+        fhd__relu_backward(dy, h, (uint64_t)B * out);
         fhd__bf16_round_n(dy, dy, (uint64_t)B * out);
+        bias_grad(db, dy, NULL, B, out);
+    } else {
+        bias_grad(db, dy, h, B, out);
+        if (m->bf16) /* the head: the GEMMs' operand; db above summed the fp32 values */
+            fhd__bf16_round_n(dy, dy, (uint64_t)B * out);
+    }
     /* dW (out, in) = dy^T (out, B) . x (B, in) */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)B, 1.0f, dy,
                 (int)out, x, (int)in, 0.0f, dW, (int)in);

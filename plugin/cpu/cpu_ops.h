@@ -9,7 +9,8 @@
  *                                where cuBLASLt has none); a narrow head: fhd__cuda_narrow_linear,
  *                                or inside fhd__cuda_td_loss (both heads, head_in_loss)
  *   fhd__linear_backward         dx and dW: cuBLASLt GEMMs (halves on two streams where split);
- *                                db: partials of fhd__cuda_relu_backward_bgrad / the loss kernel,
+ *                                db: partials of fhd__cuda_relu_backward_bgrad / the loss kernel
+ *                                (bf16: of fhd__cuda_relu_mask_bf16 / fhd__cuda_relu_backward_bf16),
  *                                summed by the optimiser's norm pass; layer 0's dW can come from
  *                                fhd__cuda_relu_backward_dw (fuse_dw0); a small head's dx from
  *                                fhd__cuda_head_dx
@@ -69,9 +70,10 @@ void fhd__linear_forward(float *y, const float *x, const float *W, const float *
 
 /* Backward of y = relu?(alpha x W^T + b), dy (B, out) = dL/dy. h: the layer's ReLU output
  * (B, out), or NULL for a layer without one; then dy = relu_backward(dy, h) in place, in the
- * same pass as db (out) = sum_rows dy; then (bf16) dy is rounded in place; dx (B, in) =
- * alpha dy W (skipped when dx is NULL); dW (out, in) = dy^T x (the gradient of alpha W: a
- * normalised layer's sn_weight_backward follows). */
+ * same pass as db (out) = sum_rows dy; then (bf16) dy is rounded in place, and a layer with h
+ * sums db from the rounded dy instead (the bf16 dz its GEMMs read: CUDA's dx GEMM writes only
+ * that); dx (B, in) = alpha dy W (skipped when dx is NULL); dW (out, in) = dy^T x (the
+ * gradient of alpha W: a normalised layer's sn_weight_backward follows). */
 void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *h,
                           const float *x, const float *W, uint32_t B, uint32_t in, uint32_t out,
                           const fhd__gemm_mode *m);

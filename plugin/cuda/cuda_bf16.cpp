@@ -20,9 +20,11 @@
  *             GEMMs is always on and rounded to bf16, so that both are GEMMs of 16-byte rows
  *             whatever HO is
  *   dz        the head's d(outputs) from the loss kernel (fp32 dz[L]) converted into bf.dz[L];
- *             each torso layer's by fhd__cuda_relu_backward_bf16 from the fp32 dx GEMM output,
- *             with the bias partials from the fp32 values
- * The fp32 dx outputs (dz[l], dxp) and the gradient stay fp32; the optimiser is unchanged.
+ *             each torso layer's written in bf16 by the dx GEMM above it (plan dx16) and masked
+ *             in place by fhd__cuda_relu_mask_bf16, or for a split dx by
+ *             fhd__cuda_relu_backward_bf16 from the two fp32 halves (dz[l], dxp); both give the
+ *             bias partials summed from the bf16 dz
+ * The gradient stays fp32; the optimiser is unchanged.
  */
 #include <string.h>
 
@@ -119,7 +121,10 @@ int32_t fhd__cuda_bf16_record_act_input(fhd__backend *b, uint32_t rows, cudaStre
 int32_t fhd__cuda_bf16_relu_backward(fhd__backend *b, uint32_t l, const float *dx2,
                                      cudaStream_t s) {
     const uint32_t H = b->lo.layers[l].out;
-    FHD_CK(b, fhd__cuda_relu_backward_bf16(b->bf.dz[l], b->dz[l], dx2, b->bf.h[l], b->bpart[l],
-                                           b->B, H, s));
+    if (b->plan.dx16[l + 1]) /* the dx GEMM above wrote bf.dz[l] */
+        FHD_CK(b, fhd__cuda_relu_mask_bf16(b->bf.dz[l], b->bf.h[l], b->bpart[l], b->B, H, s));
+    else
+        FHD_CK(b, fhd__cuda_relu_backward_bf16(b->bf.dz[l], b->dz[l], dx2, b->bf.h[l],
+                                               b->bpart[l], b->B, H, s));
     return FHD_OK;
 }

@@ -47,6 +47,8 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
                   fhd__cuda_relu_dw_chunks(cfg->batch_size) <= FHD_DW0_MAX_PARTS;
     if (p->fuse_dw0)
         p->split_dw0 = 0;
+    for (uint32_t l = 1; l <= lo->L; l++)
+        p->dx16[l] = p->bf16 && !p->split_dx[l];
     p->split_any = p->split_dw0;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         p->split_any |= p->split_dx[l];
@@ -173,6 +175,7 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
     const int n = (int)p->layers;
     put_layers(&j, "split_dx", p->split_dx, n);
     put_layers(&j, "dz_transposed", p->dz_t, n);
+    put_layers(&j, "dx_bf16", p->dx16, n);
     put(&j, ",\"split_dw0\":%s,\"fuse_dw0\":%s,\"pair_fwd0\":%s,\"head_in_loss\":%s",
         tf(p->split_dw0), tf(p->fuse_dw0), tf(p->pair_fwd0), tf(p->head_in_loss));
     put(&j, ",\"head_narrow\":{\"online\":%s,\"target\":%s},\"pad_head\":%s", tf(p->head_narrow_on),

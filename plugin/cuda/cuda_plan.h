@@ -88,6 +88,10 @@ typedef struct fhd__cuda_plan {
      * layer 0's dW GEMM (split_dw0: halves of the batch, the second added by the optimiser)
      * where B >= 128, B % 16 == 0 and in_0 out_0 B <= 2^24. */
     int split_dx[FHD_MAXL], split_dw0, split_any;
+    /* bf16: layer l's dx GEMM (1 <= l <= L) writes its product rounded to bf16 straight into
+     * bf.dz[l - 1] (D in CUDA_R_16BF), which the ReLU backward then masks in place, wherever
+     * that dx is not split (a split dx's halves are added in fp32 first). */
+    int dx16[FHD_MAXL];
     /* Layer 0's dW as partials of the ReLU-backward kernel of layer 0 instead of a GEMM, each
      * chunk of rows multiplying its dz tile by its rows of the batch (added by the optimiser's
      * norm pass): two or more hidden layers, in_0 <= FHD_DW0_MAX_IN and at most

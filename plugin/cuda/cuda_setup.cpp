@@ -403,6 +403,10 @@ static int32_t prepare_gemms(fhd__backend *b) {
         s.B = fhd__cuda_op_dz(b, l);
         s.ldb = l == L ? b->HOs : ly->out;
         s.C = b->dz[l - 1];
+        if (b->plan.dx16[l]) { /* the bf16 dz below, masked in place by the ReLU backward */
+            s.bf16 = FHD_GEMM_BF16_OUT;
+            s.C = b->bf.dz[l - 1];
+        }
         s.ldc = ly->in;
         s.alpha = a_on;
         snprintf(site, sizeof site, "dx%u", l);

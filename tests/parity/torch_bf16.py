@@ -17,7 +17,8 @@ each update is checked on its own), three ways:
             gradient dy of every layer before its dW and dx GEMMs) and multiplied in fp32
             (products of bf16 values are exact, so only the summation order differs from the
             plugin's sgemm); alpha = 1/sigma applied to the product of a normalised layer;
-            hidden biases rounded, the head's bias, Q, the loss, db, dW, the spectral-norm
+            hidden biases rounded, the head's bias, Q, the loss, db (a hidden linear layer's
+            summed from its rounded dy, the head's and the convs' from the fp32 dy), dW, the spectral-norm
             correction, clipping and Adam in fp32. Custom autograd functions (Bf16Linear,
             Bf16Conv) state the backward exactly. Tight tolerances (TOL_EMULATED).
   autocast  the same network as a PyTorch user writes it: torso and head under
@@ -102,8 +103,8 @@ class Round(torch.autograd.Function):
 
 
 class Bf16Linear(torch.autograd.Function):
-    """z = alpha (x bf16(W)^T) + b, alpha = 1/sigma; x holds bf16 values. Backward: db the fp32
-    sum of dy; dy rounded; dx = alpha dy16 bf16(W); G = dy16^T x, dW = alpha G (the gradient of
+    """z = alpha (x bf16(W)^T) + b, alpha = 1/sigma; x holds bf16 values. Backward: dy rounded;
+    db the fp32 sum of the rounded dy (hidden) or of dy (the head); dx = alpha dy16 bf16(W); G = dy16^T x, dW = alpha G (the gradient of
     W / sigma), dsigma = -sum(G * W) / sigma^2 (with the fp32 W: the plugin's
     sn_weight_backward). hidden: b rounded to bf16 (the head's stays fp32)."""
 
@@ -113,14 +114,15 @@ class Bf16Linear(torch.autograd.Function):
         W16 = q16(W)
         z = (x @ W16.t()) * alpha + (q16(b) if hidden else b)
         ctx.save_for_backward(x, W, W16, sigma)
+        ctx.hidden = hidden
         return z
 
     @staticmethod
     def backward(ctx, dy):
         x, W, W16, sigma = ctx.saved_tensors
         alpha = 1.0 / sigma
-        db = dy.sum(0)
         dy16 = q16(dy)
+        db = (dy16 if ctx.hidden else dy).sum(0)
         G = dy16.t() @ x
         dx = (dy16 @ W16) * alpha
         ds = -(G * W).sum() / (sigma * sigma) if ctx.needs_input_grad[2] else None
