@@ -190,17 +190,17 @@ cudaError_t fhd__cuda_relu_backward_bf16(__nv_bfloat16 *dz16, const float *dx, c
 
 /* The in-place form (plan dx16: the dx GEMM wrote dz's unmasked values in bf16): the same
  * blocks, chunks and partials, V = 8 adjacent columns a lane (one 16-byte access of dz and one
- * of h16 per row) where H % 8 == 0, else one; every thread's 8 rows in flight at once. */
+ * of h16 per row) where H % 8 == 0, else one. The values stay packed (two a 32-bit word) from
+ * load to store, and a thread's 8 rows go in two rounds of 4: registers for four blocks a
+ * multiprocessor. */
 template <int V>
 __global__ void __launch_bounds__(RB_COLS * RB_GROUPS)
     fhd_relu_mask_bf16_kernel(__nv_bfloat16 *__restrict__ dz16,
                               const __nv_bfloat16 *__restrict__ h16, float *__restrict__ partial,
                               uint32_t B, uint32_t H) {
     constexpr int NR = RB_ROWS / RB_GROUPS;
+    constexpr int NW = V == 8 ? 4 : 1; /* 32-bit words a row: a uint4, or one value's 16 bits */
     __shared__ float red[RB_GROUPS][RB_COLS * V];
-    struct alignas(2 * V) pack { /* V bf16 values, moved as one access */
-        __nv_bfloat16 e[V];
-    };
     const uint32_t lane = threadIdx.x & 31, grp = threadIdx.x >> 5;
     const uint32_t col = (blockIdx.x * RB_COLS + lane) * V;
     const uint32_t r0 = blockIdx.y * RB_ROWS + grp;
@@ -209,31 +209,50 @@ __global__ void __launch_bounds__(RB_COLS * RB_GROUPS)
     for (int c = 0; c < V; c++)
         s[c] = 0.0f;
     if (col < H) { /* with V = 8, H % 8 == 0: all eight columns are there */
-        pack g[NR], m[NR];
+        /* the rows in two rounds of NB, each round's loads in flight together */
+        constexpr int NB = NR / 2;
 #pragma unroll
-        for (int i = 0; i < NR; i++) {
-            const uint32_t r = r0 + i * RB_GROUPS;
-            const size_t at = (size_t)r * H + col;
-            if (r < B) {
-                g[i] = *reinterpret_cast<const pack *>(dz16 + at);
-                m[i] = *reinterpret_cast<const pack *>(h16 + at);
-            } else {
+        for (int i0 = 0; i0 < NR; i0 += NB) {
+            uint32_t g[NB][NW], m[NB][NW]; /* bf16 bits, low half the first column */
 #pragma unroll
-                for (int c = 0; c < V; c++)
-                    g[i].e[c] = m[i].e[c] = __float2bfloat16_rn(0.0f);
+            for (int i = 0; i < NB; i++) {
+                const uint32_t r = r0 + (i0 + i) * RB_GROUPS;
+                const size_t at = (size_t)r * H + col;
+                if (V == 8) {
+                    const uint4 z = make_uint4(0, 0, 0, 0);
+                    const uint4 gv = r < B ? *reinterpret_cast<const uint4 *>(dz16 + at) : z;
+                    const uint4 mv = r < B ? *reinterpret_cast<const uint4 *>(h16 + at) : z;
+                    const uint32_t gw[4] = {gv.x, gv.y, gv.z, gv.w}, mw[4] = {mv.x, mv.y, mv.z, mv.w};
+#pragma unroll
+                    for (int w = 0; w < NW; w++)
+                        g[i][w] = gw[w], m[i][w] = mw[w];
+                } else {
+                    g[i][0] = r < B ? *reinterpret_cast<const uint16_t *>(dz16 + at) : 0u;
+                    m[i][0] = r < B ? *reinterpret_cast<const uint16_t *>(h16 + at) : 0u;
+                }
             }
-        }
 #pragma unroll
-        for (int i = 0; i < NR; i++) {
-            const uint32_t r = r0 + i * RB_GROUPS;
-            pack q;
+            for (int i = 0; i < NB; i++) {
+                const uint32_t r = r0 + (i0 + i) * RB_GROUPS;
+                uint32_t q[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
-            for (int c = 0; c < V; c++) {
-                q.e[c] = __bfloat162float(m[i].e[c]) > 0.0f ? g[i].e[c] : __float2bfloat16_rn(0.0f);
-                s[c] += __bfloat162float(q.e[c]);
+                for (int w = 0; w < NW; w++) {
+                    /* a bf16 value's float is its bits in the upper half; masked: +0 */
+                    const bool lo = __uint_as_float(m[i][w] << 16) > 0.0f;
+                    const bool hi = V == 8 && __uint_as_float(m[i][w] & 0xffff0000u) > 0.0f;
+                    q[w] = (lo ? g[i][w] & 0xffffu : 0u) | (hi ? g[i][w] & 0xffff0000u : 0u);
+                    s[(2 * w) % V] += __uint_as_float(q[w] << 16);
+                    if (V == 8)
+                        s[(2 * w + 1) % V] += __uint_as_float(q[w] & 0xffff0000u);
+                }
+                if (r < B) {
+                    const size_t at = (size_t)r * H + col;
+                    if (V == 8)
+                        *reinterpret_cast<uint4 *>(dz16 + at) = make_uint4(q[0], q[1], q[2], q[3]);
+                    else
+                        *reinterpret_cast<uint16_t *>(dz16 + at) = (uint16_t)q[0];
+                }
             }
-            if (r < B)
-                *reinterpret_cast<pack *>(dz16 + (size_t)r * H + col) = q;
         }
     }
 #pragma unroll
