@@ -5,6 +5,8 @@
  * mixes * and +, so that equal inputs give equal outputs. */
 #include <math.h>
 
+#include <cuda_bf16.h>
+
 #include "common.cuh"
 #include "diversity.cuh"
 #include "linear.cuh"
@@ -420,9 +422,13 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
     /* d(head outputs): out to global (staged), and the block's column sums in row order */
     if (staged) { /* the barriers above ordered the row writes */
         float *dst = a.dout + (size_t)r0 * HOs;
+        __nv_bfloat16 *dst16 = a.dout16 ? (__nv_bfloat16 *)a.dout16 + (size_t)r0 * HOs : nullptr;
         for (uint32_t e = threadIdx.x; e < nrows * HO; e += blockDim.x) {
             const uint32_t rr = e / HO, c = e - rr * HO;
-            dst[(size_t)rr * HOs + c] = s_out[rr * HOp + c];
+            const float v = s_out[rr * HOp + c];
+            dst[(size_t)rr * HOs + c] = v;
+            if (dst16) /* the head GEMMs' operand (fhd__bf16_round_n's bits) */
+                dst16[(size_t)rr * HOs + c] = __float2bfloat16_rn(v);
         }
     } /* direct mode: the barriers above made the other rows' writes visible */
     { /* warp w: columns w, w + 8, ...; lane l: rows l, l + 32, ..., then the butterfly */
@@ -521,6 +527,8 @@ cudaError_t fhd__cuda_td_loss_setup(fhd__loss_args *a, int device) {
     if (e != cudaSuccess)
         return e;
     a->smem_bytes = (uint32_t)bytes;
+    if (!a->HOp) /* direct mode writes dout row by row: the caller converts it */
+        a->dout16 = nullptr;
     return fhd__cuda_head_dx_setup(a); /* head_dx.cu */
 }
 

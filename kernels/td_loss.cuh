@@ -78,6 +78,9 @@ typedef struct fhd__loss_args {
     /* outputs */
     float *w_out;         /* (B) weights used */
     float *dout;          /* (B, HO), row stride HOs: d loss / d head outputs */
+    void *dout16;         /* bf16 GEMMs: dout rounded to bf16 too (row stride HOs; its padding
+                           * columns are left as they are), written in staged mode only: setup
+                           * clears it otherwise (the caller then converts dout) */
     float *td;            /* (B, D) Q_d(s, a_d) - y */
     float *y;             /* (B) */
     float *colpart;       /* (grid, HO) per-block column sums of dout: the head bias gradient's

@@ -19,7 +19,8 @@
  *             forward and dx GEMMs read the padded head (cuda_head_pad.cpp), which with bf16
  *             GEMMs is always on and rounded to bf16, so that both are GEMMs of 16-byte rows
  *             whatever HO is
- *   dz        the head's d(outputs) from the loss kernel (fp32 dz[L]) converted into bf.dz[L];
+ *   dz        the head's d(outputs): written in bf16 into bf.dz[L] by the loss kernel itself in
+ *             its staged mode (else converted from its fp32 dz[L]);
  *             each torso layer's written in bf16 by the dx GEMM above it (plan dx16) and masked
  *             in place by fhd__cuda_relu_mask_bf16, or for a split dx by
  *             fhd__cuda_relu_backward_bf16 from the two fp32 halves (dz[l], dxp); both give the
@@ -99,7 +100,9 @@ int32_t fhd__cuda_bf16_record_input(fhd__backend *b, int train, cudaStream_t s) 
 
 int32_t fhd__cuda_bf16_record_head_dz(fhd__backend *b, cudaStream_t s) {
     const uint32_t L = b->lo.L;
-    if (b->bf.on) /* (B, HOs): the padding columns are zero (create) and stay so */
+    /* (B, HOs): the padding columns are zero (create) and stay so; a staged loss kernel wrote
+     * the bf16 copy itself (fhd__loss_args.dout16) */
+    if (b->bf.on && !b->a_loss_train.dout16)
         FHD_CK(b, fhd__cuda_to_bf16(b->bf.dz[L], b->dz[L], (uint64_t)b->B * b->HOs, s));
     return FHD_OK;
 }

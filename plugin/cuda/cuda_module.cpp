@@ -156,6 +156,8 @@ static int32_t initialise(fhd__backend *b, const float *params, const float *sn)
                                   (size_t)b->B * (l == lo->L ? b->HOs : lo->layers[l].out) *
                                       sizeof(float),
                                   s));
+    if (b->bf.on) /* the head's bf16 dz: its padding columns stay zero (cuda_bf16.cpp) */
+        FHD_CK(b, cudaMemsetAsync(b->bf.dz[lo->L], 0, (size_t)b->B * b->HOs * 2, s));
     FHD_CK(b, cudaMemsetAsync(b->w_out, 0, b->B * sizeof(float), s));
     FHD_CK(b, cudaMemsetAsync(b->counters, 0, 64 * 4,
                               s));

@@ -175,6 +175,7 @@ static int32_t prepare_loss(fhd__backend *b) {
     a->beta_steps = c->per_beta_steps;
     a->w_out = b->w_out;
     a->dout = b->dz[lo->L];
+    a->dout16 = b->bf.on ? (void *)b->bf.dz[lo->L] : NULL; /* kept in staged mode (setup) */
     a->td = b->td;
     a->y = b->y;
     a->colpart = b->colpart;
