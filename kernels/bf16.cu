@@ -82,6 +82,23 @@ cudaError_t fhd__cuda_head_pad_bf16(__nv_bfloat16 *w16, float *b32, const float 
     return cudaGetLastError();
 }
 
+/* A ReLU-backward block's bias partials: red[g][k] (row group g's sums of column k) summed over
+ * g in order into partial (chunks, H) row blockIdx.y, column blockIdx.x * 32 V + k (after the
+ * block's barrier). */
+template <int V>
+static __device__ __forceinline__ void put_partials(const float (*red)[RB_COLS * V],
+                                                    float *__restrict__ partial, uint32_t H) {
+    for (uint32_t k = threadIdx.x; k < RB_COLS * V; k += blockDim.x) {
+        const uint32_t j = blockIdx.x * RB_COLS * V + k;
+        if (j >= H)
+            continue;
+        float t = 0.0f;
+        for (int q = 0; q < RB_GROUPS; q++)
+            t += red[q][k];
+        partial[(size_t)blockIdx.y * H + j] = t;
+    }
+}
+
 /* grid (tiles, chunks): block (t, c) owns columns [32 V t, 32 V t + 32 V) of rows [64 c, 64 c +
  * 64); lane = V adjacent columns (one float2 / bfloat162 access each with V = 2, where H is even),
  * warp g = rows 64 c + g + 8 k (k = 0..7), every thread's 8 rows in flight at once (the layout of
@@ -153,15 +170,7 @@ __global__ void __launch_bounds__(RB_COLS * RB_GROUPS)
     for (int c = 0; c < V; c++)
         red[grp][lane * V + c] = s[c];
     __syncthreads();
-    for (uint32_t k = threadIdx.x; k < RB_COLS * V; k += blockDim.x) {
-        const uint32_t j = blockIdx.x * RB_COLS * V + k;
-        if (j >= H)
-            continue;
-        float t = 0.0f;
-        for (int q = 0; q < RB_GROUPS; q++)
-            t += red[q][k];
-        partial[(size_t)blockIdx.y * H + j] = t;
-    }
+    put_partials<V>(red, partial, H);
 }
 
 template <bool TWO>
@@ -259,15 +268,7 @@ __global__ void __launch_bounds__(RB_COLS * RB_GROUPS)
     for (int c = 0; c < V; c++)
         red[grp][lane * V + c] = s[c];
     __syncthreads();
-    for (uint32_t k = threadIdx.x; k < RB_COLS * V; k += blockDim.x) {
-        const uint32_t j = blockIdx.x * RB_COLS * V + k;
-        if (j >= H)
-            continue;
-        float t = 0.0f;
-        for (int q = 0; q < RB_GROUPS; q++)
-            t += red[q][k];
-        partial[(size_t)blockIdx.y * H + j] = t;
-    }
+    put_partials<V>(red, partial, H);
 }
 
 cudaError_t fhd__cuda_relu_mask_bf16(__nv_bfloat16 *dz16, const __nv_bfloat16 *h16,
