@@ -9,6 +9,7 @@ hyperparameters, then the same evaluation for both; prints one JSON line.
     # medians and the Mann-Whitney U test over files of such lines
     python3 tests/python/sb3_compare.py summary bench/log/2026-12-0[12]-sb3-compare.jsonl
 
+LunarLander-v3 needs Box2D in both environments (`pip install box2d pygame`; PyPI has wheels).
 Both sides run one thread (OPENBLAS_NUM_THREADS=1, torch.set_num_threads(1)). Evaluation:
 the final policy, greedy, 20 episodes of a fresh env seeded seed + 10007 on its first reset.
 cpu_s is the process's user + system time of training and evaluation.
