@@ -14,7 +14,9 @@
  *                               to reproduce their bits; beside the pick of cuda_gemm.cpp's rule,
  *                               with a line "TUNED {...}" where one beats it (the fields of a
  *                               configuration: algo, tile, stages, split-K, reduction, swizzle,
- *                               custom, as the autotune cache of cuda_autotune.cpp holds them)
+ *                               custom, inner and cluster shape, as the autotune cache of
+ *                               cuda_autotune.cpp holds them); the heuristic's own results join
+ *                               the enumeration, which leaves the two shape ids at 0
  *   GEMM_SWEEP_SITE=NAME gemm_sweep all ...   one call site ("fwd1 online", "dx1 half", ...)
  *   GEMM_SWEEP_B2_HO=N gemm_sweep ... B2     B2's head with N outputs (default its own, 33)
  *   gemm_sweep pair PRESET ...  the online and the target forward of each layer, which the update

@@ -50,6 +50,7 @@ struct config {
     cublasLtMatmulAlgo_t algo;
     int32_t id, sk;
     uint32_t tile, stages, red, swz, custom;
+    uint16_t inner, cluster; /* sm90 kernels' inner and cluster shape ids (0: the default) */
     float quick, us;
     size_t kernels;
 };
@@ -84,6 +85,12 @@ std::vector<config> enumerate_configs(cublasLtHandle_t lt, const site &s, int tf
                                       size_t wsb);
 int library_pick(const site &s, const cublasLtMatmulHeuristicResult_t *res, int nres);
 config config_of(const cublasLtMatmulAlgo_t *algo);
+/* Every attribute equal (the inner and cluster shapes too). */
+bool same_config(const config &x, const config &y);
+/* The heuristic's results appended to cands where not there yet: their inner and cluster
+ * shapes are configurations that enumerate_configs (shape ids left at 0) does not produce. */
+void add_heuristic_configs(std::vector<config> &cands, const cublasLtMatmulHeuristicResult_t *res,
+                           int nres, size_t wsb);
 void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site &s, int tf32,
                       cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
                       cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t lc, const float *A,

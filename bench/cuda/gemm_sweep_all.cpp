@@ -10,8 +10,9 @@
 #include <string.h>
 
 void config_name(const config &c, char *buf, size_t n) {
-    snprintf(buf, n, "algo %2d tile %3u stages %3u splitK %2d red %u swz %u custom %u", c.id,
-             c.tile, c.stages, c.sk, c.red, c.swz, c.custom);
+    snprintf(buf, n,
+             "algo %2d tile %3u stages %3u splitK %2d red %u swz %u custom %u inner %u cluster %u",
+             c.id, c.tile, c.stages, c.sk, c.red, c.swz, c.custom, c.inner, c.cluster);
 }
 
 /* The configuration's attributes into c.algo (set) or out of it. */
@@ -25,7 +26,9 @@ static void config_attrs(config *c, bool set) {
              {CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &c->sk, sizeof c->sk},
              {CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &c->red, sizeof c->red},
              {CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &c->swz, sizeof c->swz},
-             {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c->custom, sizeof c->custom}};
+             {CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, &c->custom, sizeof c->custom},
+             {CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, &c->inner, sizeof c->inner},
+             {CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &c->cluster, sizeof c->cluster}};
     for (const auto &x : f) {
         size_t wr;
         if (set)
@@ -104,6 +107,7 @@ std::vector<config> enumerate_configs(cublasLtHandle_t lt, const site &s, int tf
                                 c.red = red;
                                 c.swz = swz;
                                 c.custom = cu;
+                                c.inner = c.cluster = 0; /* the heuristic's own add others */
                                 config_attrs(&c, true);
                                 cublasLtMatmulHeuristicResult_t hr;
                                 memset(&hr, 0, sizeof hr);
@@ -119,6 +123,23 @@ std::vector<config> enumerate_configs(cublasLtHandle_t lt, const site &s, int tf
                         }
     }
     return cands;
+}
+
+bool same_config(const config &x, const config &y) {
+    return x.id == y.id && x.tile == y.tile && x.stages == y.stages && x.sk == y.sk &&
+           x.red == y.red && x.swz == y.swz && x.custom == y.custom && x.inner == y.inner &&
+           x.cluster == y.cluster;
+}
+
+void add_heuristic_configs(std::vector<config> &cands, const cublasLtMatmulHeuristicResult_t *res,
+                           int nres, size_t wsb) {
+    for (int i = 0; i < nres; i++) {
+        const config h = config_of(&res[i].algo);
+        const bool seen = std::any_of(cands.begin(), cands.end(),
+                                      [&](const config &c) { return same_config(c, h); });
+        if (!seen && res[i].workspaceSize <= wsb)
+            cands.push_back(h);
+    }
 }
 
 /* The backend's rule (plugin/cuda/cuda_gemm_rule.h), the first result where there are none. */
@@ -148,6 +169,7 @@ void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site &s, in
                       const cublasLtMatmulHeuristicResult_t *res, int nres, void *ws,
                       size_t wsb, cudaStream_t st) {
     std::vector<config> cands = enumerate_configs(lt, s, tf32, desc, la, lb, lc, wsb);
+    add_heuristic_configs(cands, res, nres, wsb);
     int nids = 0;
     {
         int ids[256];
@@ -209,11 +231,12 @@ void sweep_exhaustive(cublasLtHandle_t lt, const char *preset, const site &s, in
             best = &cands[i];
     if (best && h > 0 && best->us < 0.97f * h && h - best->us > 0.2f) {
         static const char *epis[] = {"FHD_EPI_NONE", "FHD_EPI_BIAS", "FHD_EPI_BIAS_RELU"};
-        printf("TUNED    {%u, %u, %u, %u, %u, %u, %u, %u, %u, %s, %d, %d, %u, %u, %d, %u, %u, %u}, "
-               "/* %s %s: %.2f -> %.2f us */\n",
+        printf("TUNED    {%u, %u, %u, %u, %u, %u, %u, %u, %u, %s, %d, %d, %u, %u, %d, %u, %u, %u, "
+               "%u, %u}, /* %s %s: %.2f -> %.2f us */\n",
                s.opa == CUBLAS_OP_N ? 0u : 1u, s.opb == CUBLAS_OP_N ? 0u : 1u, s.m, s.n, s.k,
                s.lda, s.ldb, s.ldc, 1u, epis[s.epi], tf32, best->id, best->tile, best->stages,
-               best->sk, best->red, best->swz, best->custom, preset, s.name, h, best->us);
+               best->sk, best->red, best->swz, best->custom, best->inner, best->cluster, preset,
+               s.name, h, best->us);
     }
     fflush(stdout);
 }

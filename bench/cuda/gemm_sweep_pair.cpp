@@ -50,6 +50,7 @@ static std::vector<config> pair_candidates(cublasLtHandle_t lt, const site &s, i
                                            const site_ctx &x, void *ws, size_t wsb,
                                            cudaStream_t st, size_t keep) {
     std::vector<config> all = enumerate_configs(lt, s, tf32, x.desc, x.la, x.lb, x.lc, wsb);
+    add_heuristic_configs(all, x.res, x.n, wsb);
     config pick = config_of(&x.res[library_pick(s, x.res, x.n)].algo);
     pick.quick = time_algo(lt, x.desc, x.A, x.la, x.B, x.lb, x.ref, x.lc, &pick.algo, ws, wsb, st,
                            10, 5, NULL);
@@ -65,10 +66,7 @@ static std::vector<config> pair_candidates(cublasLtHandle_t lt, const site &s, i
     for (const config &c : all) {
         if (out.size() > keep || c.quick < 0)
             break;
-        const bool same = c.id == pick.id && c.tile == pick.tile && c.stages == pick.stages &&
-                          c.sk == pick.sk && c.red == pick.red && c.swz == pick.swz &&
-                          c.custom == pick.custom;
-        if (!same)
+        if (!same_config(c, pick))
             out.push_back(c);
     }
     return out;
@@ -127,10 +125,11 @@ void sweep_pair(cublasLtHandle_t lt, const char *preset, const site &sx, const s
                 const site &s = *ss[q];
                 const config &c = *cs[q];
                 printf("TUNED    {%u, %u, %u, %u, %u, %u, %u, %u, %u, %s, %d, %d, %u, %u, %d, %u, "
-                       "%u, %u}, /* %s %s beside %s: the pair %.2f -> %.2f us%s */\n",
+                       "%u, %u, %u, %u}, /* %s %s beside %s: the pair %.2f -> %.2f us%s */\n",
                        s.opa == CUBLAS_OP_N ? 0u : 1u, s.opb == CUBLAS_OP_N ? 0u : 1u, s.m, s.n,
                        s.k, s.lda, s.ldb, s.ldc, 1u, epis[s.epi < 3 ? s.epi : 0], tf32, c.id,
-                       c.tile, c.stages, c.sk, c.red, c.swz, c.custom, preset, s.name,
+                       c.tile, c.stages, c.sk, c.red, c.swz, c.custom, c.inner, c.cluster, preset,
+                       s.name,
                        ss[1 - q]->name, base, r[0].us,
                        reproducible(lt, *xs[q], c, ws, wsb, st) ? "" : "; NOT reproducible");
             }
