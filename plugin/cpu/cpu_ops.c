@@ -46,13 +46,20 @@ void fhd__linear_forward(float *y, const float *x, const float *W, const float *
 }
 
 /* db (out) = sum of the rows of dy (B, out), in row order; with h (B, out), the layer's ReLU
- * output, first dy = dy * (h > 0) in place, row by row in the same pass. */
+ * output, first dy = dy * (h > 0) in place, row by row in the same pass, and with round16 that
+ * value rounded to bf16 before it is summed. */
 FHD_CPU_SIMD static void bias_grad(float *restrict db, float *restrict dy, const float *restrict h,
-                                   uint32_t B, uint32_t out) {
+                                   uint32_t B, uint32_t out, int round16) {
     memset(db, 0, sizeof(float) * out);
     for (uint32_t i = 0; i < B; i++) {
         float *row = dy + (size_t)i * out;
-        if (h) {
+        if (h && round16) {
+            const float *hr = h + (size_t)i * out;
+            for (uint32_t j = 0; j < out; j++) {
+                row[j] = fhd__bf16_round(hr[j] > 0.0f ? row[j] : 0.0f);
+                db[j] += row[j];
+            }
+        } else if (h) {
             const float *hr = h + (size_t)i * out;
             for (uint32_t j = 0; j < out; j++) {
                 row[j] = hr[j] > 0.0f ? row[j] : 0.0f;
@@ -68,15 +75,11 @@ FHD_CPU_SIMD static void bias_grad(float *restrict db, float *restrict dy, const
 void fhd__linear_backward(float *dx, float *dW, float *db, float *dy, const float *h,
                           const float *x, const float *W, uint32_t B, uint32_t in, uint32_t out,
                           const fhd__gemm_mode *m) {
-    if (m->bf16 && h) { /* a hidden layer: db sums the bf16 dz that its GEMMs read */
-        fhd__relu_backward(dy, h, (uint64_t)B * out);
+    /* bf16: a hidden layer's db sums the rounded dz that its GEMMs read; the head's the fp32
+     * dy, rounded after */
+    bias_grad(db, dy, h, B, out, m->bf16 && h);
+    if (m->bf16 && !h)
         fhd__bf16_round_n(dy, dy, (uint64_t)B * out);
-        bias_grad(db, dy, NULL, B, out);
-    } else {
-        bias_grad(db, dy, h, B, out);
-        if (m->bf16) /* the head: the GEMMs' operand; db above summed the fp32 values */
-            fhd__bf16_round_n(dy, dy, (uint64_t)B * out);
-    }
     /* dW (out, in) = dy^T (out, B) . x (B, in) */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)B, 1.0f, dy,
                 (int)out, x, (int)in, 0.0f, dW, (int)in);
