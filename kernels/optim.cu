@@ -25,14 +25,14 @@ __global__ void __launch_bounds__(OPT_THREADS)
     /* the norm reaches the record with the guard's decision, by the Adam kernel's last block */
 }
 
-template <int PER>
+template <int PER, bool W16>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_adam_step_kernel(const __grid_constant__ fhd__opt_args a) {
     const uint64_t t = a.st->updates + 1;
     const bool due = (t % a.target_interval) == 0;
     const int32_t skip = a.clip->skip; /* the guard: nothing applied */
     if (!skip)
-        adam_block<true, PER, true>(a, blockIdx.x, t, due, *a.clip);
+        adam_block<true, PER, true, W16>(a, blockIdx.x, t, due, *a.clip);
     if (fhd_last_block_done(a.done_adam, gridDim.x) && threadIdx.x == 0)
         fhd_guard_publish(a, skip, a.clip->norm, t); /* every block has read the counter */
 }
@@ -62,7 +62,7 @@ static __device__ __forceinline__ void publish(const fhd__opt_args &a, const fhd
  * blockIdx.x + gridDim.x, ... of each pass: the norm pass, a grid barrier, the norm and clip
  * coefficient computed by every block (the same sums in the same order: the same values), the
  * Adam pass. One graph node instead of two on the update's critical path. */
-template <int MAXX, bool SN, int PER, bool MK>
+template <int MAXX, bool SN, int PER, bool MK, bool W16>
 __global__ void __launch_bounds__(OPT_THREADS)
     fhd_opt_fused_kernel(const __grid_constant__ fhd__opt_args a) {
     __shared__ double red[4 * 32];
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
     if (ci.skip) /* the guard: parameters, moments, target and SN copy unchanged */
         return;
     for (uint32_t blk = blockIdx.x; blk < a.nblocks + a.sn_blocks; blk += gridDim.x)
-        adam_block<SN, PER, MK>(a, blk, t, due, ci);
+        adam_block<SN, PER, MK, W16>(a, blk, t, due, ci);
 }
 
 /* The fused pass where the grid covers both passes (fhd__cuda_opt_fused_grid says where that
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(OPT_THREADS)
  * and SN vectors before the grid barrier, and the gradient's (the norm pass writes the summed
  * parts and bias gradients into it) after. A kernel of its own: one kernel with both forms
  * doubles the code of each, and is slower. */
-template <int MAXX, bool SN, int PER, bool MK>
+template <int MAXX, bool SN, int PER, bool MK, bool W16>
 __global__ void __launch_bounds__(OPT_THREADS,
                                   1) /* the inputs held across the barrier: no spills */
     fhd_opt_fused_kernel_one(const __grid_constant__ fhd__opt_args a) {
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(OPT_THREADS,
         const uint64_t e = R.start + (uint64_t)j * OPT_THREADS + threadIdx.x;
         if (e >= R.end)
             break;
-        adam_elem(a, c, sn, due, e, R.g[j], R.pv[j], R.m0[j], R.v0[j], R.ur[j], R.vc[j]);
+        adam_elem<W16>(a, *R.S, c, sn, due, e, R.g[j], R.pv[j], R.m0[j], R.v0[j], R.ur[j], R.vc[j]);
     }
 }
 
@@ -160,10 +160,12 @@ static bool many_parts(const fhd__opt_args *a) {
 
 /* The fused kernels' instance for a plan: the loop or the one-pass form, one further part or
  * more, without the spectral-norm paths, with them, or with them and their masked correction
- * (pruning: fhd__opt_sn.mask) (code a plan does not run is code its SMs do not fetch). */
-template <bool ONE, int MAXX, bool SN, int PER, bool MK> static const void *fused_instance() {
-    return ONE ? (const void *)fhd_opt_fused_kernel_one<MAXX, SN, PER, MK>
-               : (const void *)fhd_opt_fused_kernel<MAXX, SN, PER, MK>;
+ * (pruning: fhd__opt_sn.mask), with or without the GEMMs' bf16 copies (code a plan does not run
+ * is code its SMs do not fetch). */
+template <bool ONE, int MAXX, bool SN, int PER, bool MK, bool W16>
+static const void *fused_instance() {
+    return ONE ? (const void *)fhd_opt_fused_kernel_one<MAXX, SN, PER, MK, W16>
+               : (const void *)fhd_opt_fused_kernel<MAXX, SN, PER, MK, W16>;
 }
 
 static bool masked_sn(const fhd__opt_args *a) {
@@ -173,14 +175,27 @@ static bool masked_sn(const fhd__opt_args *a) {
     return false;
 }
 
+/* Segments that carry the GEMMs' copies (fhd__opt_segment.w16 / f32). The plan that keeps
+ * them (w16_opt) has neither layer 0's dW partials nor pruning masks: their instances have
+ * no copy form. */
+static bool copies(const fhd__opt_args *a) {
+    for (uint32_t s = 0; s < a->nseg; s++)
+        if (a->seg[s].w16 || a->seg[s].f32)
+            return true;
+    return false;
+}
+
 template <bool ONE, int MAXX, int PER> static const void *fused_sn(const fhd__opt_args *a) {
     if (a->nsn == 0)
-        return fused_instance<ONE, MAXX, false, PER, false>();
-    return masked_sn(a) ? fused_instance<ONE, MAXX, true, PER, true>()
-                        : fused_instance<ONE, MAXX, true, PER, false>();
+        return fused_instance<ONE, MAXX, false, PER, false, false>();
+    return masked_sn(a) ? fused_instance<ONE, MAXX, true, PER, true, false>()
+                        : fused_instance<ONE, MAXX, true, PER, false, false>();
 }
 
 template <bool ONE, int PER> static const void *fused_instance(const fhd__opt_args *a) {
+    if (copies(a))
+        return a->nsn ? fused_instance<ONE, 1, true, PER, false, true>()
+                      : fused_instance<ONE, 1, false, PER, false, true>();
     return many_parts(a) ? fused_sn<ONE, FHD_OPT_MAX_EXTRA, PER>(a) : fused_sn<ONE, 1, PER>(a);
 }
 
@@ -200,8 +215,10 @@ static const void *fused_kernel(const fhd__opt_args *a, bool one) {
 }
 
 template <int PER> static void two_kernels(const fhd__opt_args *a, bool adam, cudaStream_t stream) {
-    if (adam)
-        fhd_adam_step_kernel<PER><<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
+    if (adam && copies(a))
+        fhd_adam_step_kernel<PER, true><<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
+    else if (adam)
+        fhd_adam_step_kernel<PER, false><<<a->nblocks + a->sn_blocks, OPT_THREADS, 0, stream>>>(*a);
     else if (many_parts(a))
         fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, PER>
             <<<a->nblocks, OPT_THREADS, 0, stream>>>(*a);
@@ -290,22 +307,30 @@ cudaError_t fhd__cuda_opt_fused(const fhd__opt_args *a, unsigned int grid, cudaS
     return cudaLaunchKernelExC(&cfg, fused_kernel(a, a->one_pass != 0), args);
 }
 
-/* The three spectral-norm forms of one fused kernel (fused_sn). */
+/* The three spectral-norm forms of one fused kernel (fused_sn) and its two with copies. */
 template <bool ONE, int MAXX, int PER> static void fused_forms(const void **k) {
-    k[0] = fused_instance<ONE, MAXX, false, PER, false>();
-    k[1] = fused_instance<ONE, MAXX, true, PER, false>();
-    k[2] = fused_instance<ONE, MAXX, true, PER, true>();
+    k[0] = fused_instance<ONE, MAXX, false, PER, false, false>();
+    k[1] = fused_instance<ONE, MAXX, true, PER, false, false>();
+    k[2] = fused_instance<ONE, MAXX, true, PER, true, false>();
+}
+
+template <bool ONE, int PER> static void copy_forms(const void **k) {
+    k[0] = fused_instance<ONE, 1, false, PER, false, true>();
+    k[1] = fused_instance<ONE, 1, true, PER, false, true>();
 }
 
 template <int PER> static cudaError_t preload_per() {
     cudaFuncAttributes fa;
-    const void *k[15] = {(const void *)fhd_clip_grad_norm_kernel<1, PER>,
+    const void *k[20] = {(const void *)fhd_clip_grad_norm_kernel<1, PER>,
                          (const void *)fhd_clip_grad_norm_kernel<FHD_OPT_MAX_EXTRA, PER>,
-                         (const void *)fhd_adam_step_kernel<PER>};
-    fused_forms<false, 1, PER>(k + 3);
-    fused_forms<false, FHD_OPT_MAX_EXTRA, PER>(k + 6);
-    fused_forms<true, 1, PER>(k + 9);
-    fused_forms<true, FHD_OPT_MAX_EXTRA, PER>(k + 12);
+                         (const void *)fhd_adam_step_kernel<PER, false>,
+                         (const void *)fhd_adam_step_kernel<PER, true>};
+    fused_forms<false, 1, PER>(k + 4);
+    fused_forms<false, FHD_OPT_MAX_EXTRA, PER>(k + 7);
+    fused_forms<true, 1, PER>(k + 10);
+    fused_forms<true, FHD_OPT_MAX_EXTRA, PER>(k + 13);
+    copy_forms<false, PER>(k + 16);
+    copy_forms<true, PER>(k + 18);
     for (const void *f : k) {
         const cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)

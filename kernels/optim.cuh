@@ -27,6 +27,7 @@
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "device_state.cuh"
 #include "divisor.h"
@@ -50,7 +51,28 @@ typedef struct fhd__opt_segment {
                             * of the ReLU-backward chunks), added into the gradient in part order
                             * by the norm kernel; NULL otherwise */
     uint32_t nextra;       /* 1 .. FHD_OPT_MAX_EXTRA with extra */
+    /* bf16 GEMMs (plan w16_opt): the copy of this segment that the GEMMs read, written by the
+     * Adam pass with every new value: element e's bf16 bits at w16[e - off], or (the padded
+     * head's fp32 bias) its value at f32[e - off]; the target's copy_net elements further on.
+     * Both NULL: no copy. */
+    uint16_t *w16;
+    float *f32;
+    uint64_t copy_net;
 } fhd__opt_segment;
+
+/* The segment of len elements at off (sn: index into fhd__opt_args.sn or -1; a bias segment's
+ * column partials), no further parts or copies; fhd__cuda_opt_plan fills its blocks. */
+static inline fhd__opt_segment fhd__opt_segment_at(uint64_t off, uint64_t len, int32_t sn,
+                                                   const float *partial, uint32_t nparts) {
+    fhd__opt_segment s;
+    memset(&s, 0, sizeof s);
+    s.off = off;
+    s.len = len;
+    s.sn = sn;
+    s.partial = partial;
+    s.nparts = nparts;
+    return s;
+}
 
 #define FHD_OPT_MAX_EXTRA 3
 

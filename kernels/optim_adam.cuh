@@ -1,10 +1,12 @@
 /* optim_adam.cuh - the optimiser's Adam pass (device code only; included by optim.cu, see
  * optim.cuh): per element the spectral-norm correction, clipping, weight decay, Adam/AdamW and the
- * target update, from the coefficients the norm pass finished; and the copy of the online
- * spectral-norm vectors into the target's. Elementwise formulas mirror cpu_ops.c with uncontracted
- * float operations. */
+ * target update, from the coefficients the norm pass finished, with bf16 GEMMs the bf16 copy of
+ * each new value; and the copy of the online spectral-norm vectors into the target's.
+ * Elementwise formulas mirror cpu_ops.c with uncontracted float operations. */
 #ifndef FHD_KERNELS_OPTIM_ADAM_CUH
 #define FHD_KERNELS_OPTIM_ADAM_CUH
+
+#include <cuda_bf16.h>
 
 #include "optim_norm.cuh" /* OPT_THREADS, find_segment */
 
@@ -38,10 +40,40 @@ static __device__ __forceinline__ adam_coef adam_coefs(const fhd__opt_args &a,
     return c;
 }
 
-/* Element e: g' (SN), clipping, weight decay, Adam, the target update when due. */
-static __device__ __forceinline__ void adam_elem(const fhd__opt_args &a, const adam_coef &c,
-                                                 bool sn, bool due, uint64_t e, float gi, float pi,
-                                                 float m0, float v0, float ur, float vc) {
+/* The GEMMs' copy of element e's new value x (fhd__opt_segment.w16 / f32), of the target's
+ * (net 1) or the online network's (net 0); W16: the plan keeps copies (instances without them
+ * carry none of this code). */
+template <bool W16>
+static __device__ __forceinline__ void copy_out(const fhd__opt_segment &S, uint64_t e, int net,
+                                                float x) {
+    if (!W16)
+        return;
+    const uint64_t i = e - S.off + (net ? S.copy_net : 0u);
+    if (S.w16)
+        S.w16[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    else if (S.f32)
+        S.f32[i] = x;
+}
+
+/* The new online value pn of element e, its copy, and the target update when due. */
+template <bool W16>
+static __device__ __forceinline__ void put_param(const fhd__opt_args &a, const fhd__opt_segment &S,
+                                                 bool due, uint64_t e, float pn) {
+    a.params[e] = pn;
+    copy_out<W16>(S, e, 0, pn);
+    if (due) { /* fhd__polyak on the fresh online value */
+        float *tg = a.params + a.T + e;
+        const float tn = a.tau >= 1.0f ? pn : FHD_FADD(*tg, FHD_FMUL(a.tau, FHD_FSUB(pn, *tg)));
+        *tg = tn;
+        copy_out<W16>(S, e, 1, tn);
+    }
+}
+
+/* Element e of segment S: g' (SN), clipping, weight decay, Adam, the target update when due. */
+template <bool W16>
+static __device__ __forceinline__ void
+adam_elem(const fhd__opt_args &a, const fhd__opt_segment &S, const adam_coef &c, bool sn, bool due,
+          uint64_t e, float gi, float pi, float m0, float v0, float ur, float vc) {
     if (sn) { /* fhd__sn_weight_backward */
         const float cu = FHD_FMUL(c.sc, ur);
         gi = FHD_FSUB(FHD_FMUL(gi, c.sinv), FHD_FMUL(cu, vc));
@@ -61,12 +93,7 @@ static __device__ __forceinline__ void adam_elem(const fhd__opt_args &a, const a
     a.m[e] = mi;
     a.v[e] = vi;
     const float denom = FHD_FADD(__fdiv_rn(__fsqrt_rn(vi), c.bc2_sqrt), a.eps);
-    const float pn = FHD_FSUB(pi, FHD_FMUL(c.step, __fdiv_rn(mi, denom)));
-    a.params[e] = pn;
-    if (due) { /* fhd__polyak on the fresh online value */
-        float *tg = a.params + a.T + e;
-        *tg = a.tau >= 1.0f ? pn : FHD_FADD(*tg, FHD_FMUL(a.tau, FHD_FSUB(pn, *tg)));
-    }
+    put_param<W16>(a, S, due, e, FHD_FSUB(pi, FHD_FMUL(c.step, __fdiv_rn(mi, denom))));
 }
 
 /* The target keeps the online power-iteration state: SN-copy block blk (past the segments). */
@@ -122,7 +149,7 @@ static __device__ __forceinline__ void adam_load(const fhd__opt_args &a, adam_in
 /* Block blk of the Adam pass (blocks past the segments copy the SN vectors when due). Its
  * arithmetic is adam_elem's, written out: through adam_elem this kernel's code grew by 256
  * bytes, and the optimiser's time follows its code (fhd_opt_fused_kernel_one). */
-template <bool SN, int PER, bool MK>
+template <bool SN, int PER, bool MK, bool W16>
 static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t t, bool due,
                                   const fhd__clip_info &ci) {
     if (blk < a.nblocks) {
@@ -194,12 +221,7 @@ static __device__ void adam_block(const fhd__opt_args &a, uint32_t blk, uint64_t
                 a.m[e] = mi;
                 a.v[e] = vi;
                 const float denom = FHD_FADD(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), a.eps);
-                const float pn = FHD_FSUB(pi, FHD_FMUL(step, __fdiv_rn(mi, denom)));
-                a.params[e] = pn;
-                if (due) { /* fhd__polyak on the fresh online value */
-                    float *tg = a.params + a.T + e;
-                    *tg = a.tau >= 1.0f ? pn : FHD_FADD(*tg, FHD_FMUL(a.tau, FHD_FSUB(pn, *tg)));
-                }
+                put_param<W16>(a, S, due, e, FHD_FSUB(pi, FHD_FMUL(step, __fdiv_rn(mi, denom))));
             }
         }
     } else if (due) {

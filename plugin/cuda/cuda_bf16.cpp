@@ -4,11 +4,13 @@
  *
  * Every GEMM reads bf16 A and B and accumulates in fp32 (cuda_gemm.cpp). Where the operands
  * come from, per update (B batch, rows_on online rows, P parameters, T the target's offset):
- *   weights   bf.w (T + P): one conversion of the whole flat params buffer (both networks) at
- *             the start of the update, before the spectral norm and the fork, so that it reads
- *             whatever wrote the fp32 weights last (the previous update's optimiser, a target
- *             update, tensor_write, a checkpoint load) and no writer needs to know of it; act's
- *             graph converts the online part itself
+ *   weights   bf.w (T + P) and the padded head: with plan.w16_opt written by the optimiser
+ *             beside each new value (online, and the target when it is updated), and made
+ *             again from the params before the next update after any other write of them
+ *             (create, FHD_STATE_PARAMS: tensor_write, a checkpoint load), which marks them
+ *             stale; otherwise (pruning) one conversion of both networks at the start of each
+ *             update, before the spectral norm and the fork. act's graph converts the online
+ *             part itself
  *   layer 0   bf.x (2B, in_0): without a conv torso written by the update's sampling itself
  *             (plan.gather_bf16; train_batch converts mlp_in's 2B rows), the target reading its
  *             next_obs rows; below a conv torso bf.x and bf.x_tg (the target's B rows) are
@@ -27,13 +29,17 @@
  *             bias partials summed from the bf16 dz
  * The gradient stays fp32; the optimiser is unchanged.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "cuda_internal.h"
 
 void fhd__cuda_bf16_init(fhd__backend *b) {
     memset(&b->bf, 0, sizeof b->bf);
     b->bf.on = b->plan.bf16;
+    b->bf.stale = 1; /* nothing converted yet */
 }
 
 void fhd__cuda_bf16_plan_buffers(fhd__backend *b, struct fhd__alloc_list *p) {
@@ -83,10 +89,48 @@ const void *fhd__cuda_op_w(const fhd__backend *b, int net, uint64_t off) {
     return b->bf.on ? (const void *)(b->bf.w + at) : (const void *)(b->params + at);
 }
 
-int32_t fhd__cuda_bf16_record_weights(fhd__backend *b, cudaStream_t s) {
-    if (!b->bf.on)
-        return FHD_OK;
+/* Both networks' copies from the params: bf.w and the padded head. */
+static int32_t convert_weights(fhd__backend *b, cudaStream_t s) {
     FHD_CK(b, fhd__cuda_to_bf16(b->bf.w, b->params, b->T + b->P, s));
+    return fhd__cuda_head_pad_record(b, 2, s);
+}
+
+int32_t fhd__cuda_bf16_record_weights(fhd__backend *b, cudaStream_t s) {
+    if (!b->bf.on || b->plan.w16_opt)
+        return FHD_OK;
+    return convert_weights(b, s);
+}
+
+int32_t fhd__cuda_bf16_refresh(fhd__backend *b) {
+    if (!b->plan.w16_opt || !b->bf.stale)
+        return FHD_OK;
+    FHD_TRY(convert_weights(b, b->s_main));
+    b->bf.stale = 0;
+    return FHD_OK;
+}
+
+int32_t fhd__cuda_bf16_opt_copies(fhd__backend *b, fhd__opt_args *a) {
+    if (!b->plan.w16_opt)
+        return FHD_OK;
+    const fhd__layer *hd = &b->lo.layers[b->lo.L];
+    for (uint32_t s = 0; s < a->nseg; s++) {
+        fhd__opt_segment *g = &a->seg[s];
+        if (g->nextra > 1 || (g->sn >= 0 && a->sn[g->sn].mask))
+            return fhd__cuda_failf(b, FHD_ERR_INTERNAL,
+                                   "bf16 copies by the optimiser with layer 0's dW partials or "
+                                   "pruning masks (segment %u)",
+                                   s);
+        if (b->plan.pad_head && g->off == hd->w_off) { /* (HOs, H) rows: W_head's, then zeros */
+            g->w16 = (uint16_t *)(void *)b->head_w;
+            g->copy_net = (uint64_t)b->HOs * hd->in;
+        } else if (b->plan.pad_head && g->off == hd->b_off) {
+            g->f32 = b->head_b;
+            g->copy_net = b->HOs;
+        } else {
+            g->w16 = (uint16_t *)(void *)(b->bf.w + g->off);
+            g->copy_net = b->T;
+        }
+    }
     return FHD_OK;
 }
 
@@ -130,4 +174,76 @@ int32_t fhd__cuda_bf16_relu_backward(fhd__backend *b, uint32_t l, const float *d
         FHD_CK(b, fhd__cuda_relu_backward_bf16(b->bf.dz[l], b->dz[l], dx2, b->bf.h[l],
                                                b->bpart[l], b->B, H, s));
     return FHD_OK;
+}
+
+/* Are `bits` the bf16 copy of x (element `at` of the params, for the message)? */
+static int copy_ok(uint16_t bits, float x, char *msg, size_t cap, const char *what, uint64_t at) {
+    if (bits == fhd__bf16_bits(x))
+        return 1;
+    snprintf(msg, cap,
+             "bf16: the GEMMs' copy of %s (params element %llu) is 0x%04x, not 0x%04x "
+             "(%g rounded)",
+             what, (unsigned long long)at, bits, fhd__bf16_bits(x), (double)x);
+    return 0;
+}
+
+int32_t fhd__cuda_bf16_check(fhd__backend *b, char *msg, size_t cap) {
+    if (!b->plan.w16_opt || b->bf.stale)
+        return FHD_OK;
+    const fhd__layer *hd = &b->lo.layers[b->lo.L];
+    const uint64_t n = b->T + b->P, H = hd->in, HO = hd->out, HOs = b->HOs;
+    float *p = (float *)malloc(sizeof(float) * (n + 2 * HOs));
+    uint16_t *w = (uint16_t *)malloc(sizeof(uint16_t) * (n + 2 * HOs * H));
+    if (!p || !w) {
+        free(p);
+        free(w);
+        return fhd__cuda_failf(b, FHD_ERR_OUT_OF_MEMORY, "check: out of host memory");
+    }
+    float *hb = p + n;
+    uint16_t *hw = w + n;
+    cudaStream_t s = b->s_main;
+    int32_t rc = FHD_OK;
+    if (cudaMemcpyAsync(p, b->params, sizeof(float) * n, cudaMemcpyDeviceToHost, s) !=
+            cudaSuccess ||
+        cudaMemcpyAsync(w, b->bf.w, sizeof(uint16_t) * n, cudaMemcpyDeviceToHost, s) !=
+            cudaSuccess ||
+        cudaMemcpyAsync(hw, b->head_w, sizeof(uint16_t) * 2 * HOs * H, cudaMemcpyDeviceToHost, s) !=
+            cudaSuccess ||
+        cudaMemcpyAsync(hb, b->head_b, sizeof(float) * 2 * HOs, cudaMemcpyDeviceToHost, s) !=
+            cudaSuccess)
+        rc = fhd__cuda_failf(b, FHD_ERR_DEVICE, "check: reading the bf16 copies failed");
+    if (rc == FHD_OK)
+        rc = fhd__cuda_sync(b, s);
+    int ok = rc == FHD_OK;
+    for (uint64_t i = 0; ok && i < n; i++) {
+        const uint64_t o = i >= b->T ? i - b->T : i; /* offset within its network */
+        if (i >= b->P && i < b->T)
+            continue; /* the gap before the target */
+        if (b->plan.pad_head &&
+            ((o >= hd->w_off && o < hd->w_off + HO * H) || (o >= hd->b_off && o < hd->b_off + HO)))
+            continue; /* the head's copy is the padded one */
+        ok = copy_ok(w[i], p[i], msg, cap, "a weight", i);
+    }
+    for (uint64_t net = 0; ok && b->plan.pad_head && net < 2; net++)
+        for (uint64_t r = 0; ok && r < HOs; r++) {
+            const uint64_t at = net * b->T + hd->b_off + r;
+            const float bias = r < HO ? p[at] : 0.0f;
+            if (hb[net * HOs + r] != bias) {
+                snprintf(msg, cap,
+                         "bf16: the padded head's bias %llu of network %llu is %g, not %g",
+                         (unsigned long long)r, (unsigned long long)net, (double)hb[net * HOs + r],
+                         (double)bias);
+                ok = 0;
+            }
+            for (uint64_t c = 0; ok && c < H; c++) {
+                const uint64_t wa = net * b->T + hd->w_off + r * H + c;
+                ok = copy_ok(hw[(net * HOs + r) * H + c], r < HO ? p[wa] : 0.0f, msg, cap,
+                             r < HO ? "a head weight" : "a head padding row (0)", wa);
+            }
+        }
+    free(p);
+    free(w);
+    if (rc == FHD_OK && !ok)
+        rc = FHD_ERR_INTERNAL;
+    return rc;
 }

@@ -275,10 +275,10 @@ void fhd__cuda_conv_opt_segments(fhd__backend *b, fhd__opt_args *a) {
     const fhd__cuda_conv *cv = &b->conv;
     for (uint32_t c = 0; c < cv->NC; c++) {
         const fhd__conv_layer *ly = &b->lo.conv[c];
-        fhd__opt_segment w = {ly->w_off, (uint64_t)ly->cout * ly->ckk, -1, 0, 0, 0, NULL, 0, NULL,
-                              0};
-        fhd__opt_segment bias = {ly->b_off,    ly->cout,      -1,   0, 0, 0,
-                                 cv->bpart[c], cv->bparts[c], NULL, 0};
+        fhd__opt_segment w =
+            fhd__opt_segment_at(ly->w_off, (uint64_t)ly->cout * ly->ckk, -1, NULL, 0);
+        fhd__opt_segment bias =
+            fhd__opt_segment_at(ly->b_off, ly->cout, -1, cv->bpart[c], cv->bparts[c]);
         a->seg[a->nseg++] = w;
         a->seg[a->nseg++] = bias;
     }

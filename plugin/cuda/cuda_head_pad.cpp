@@ -4,9 +4,9 @@
  * (HO, H); on with bf16 GEMMs. The padding outputs are then exactly 0, and the padding rows add
  * nothing to dx (dz[L]'s padding columns are zero from create on), while cuBLASLt sees an
  * aligned head.
- * The copy is the bf16 rounding of the fp32 weights, made at the start of every update (after
- * whatever wrote them last: the optimiser, a target update, tensor_write, a checkpoint load; no
- * writer needs to know of it) and, online only, in act's graph.
+ * The copy is the bf16 rounding of the fp32 weights, written by the optimiser with each new
+ * value (plan.w16_opt; made here after any other write of the params, cuda_bf16.cpp), else (with
+ * pruning) made here at the start of every update; online only, also in act's graph.
  */
 #include "cuda_internal.h"
 

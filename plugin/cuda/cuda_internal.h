@@ -198,8 +198,12 @@ int32_t fhd__gemm_plan_forward_pair(fhd__backend *b, fhd__gemm *g, uint32_t l, u
  * widest torso layer. */
 typedef struct fhd__cuda_bf16 {
     int on;
-    __nv_bfloat16 *w;            /* (T + P): params rounded, at the start of every update and
-                                  * (online part) of every act graph */
+    __nv_bfloat16 *w;            /* (T + P): params rounded (plan.w16_opt: by the optimiser with
+                                  * each new value, else at the start of every update; the online
+                                  * part also in every act graph) */
+    int stale;                   /* w16_opt: the params were written since the copies were
+                                  * (create, a write of FHD_STATE_PARAMS): train and
+                                  * train_batch make them again first (fhd__cuda_bf16_refresh) */
     __nv_bfloat16 *x, *x_tg;     /* layer 0's input: x (2B, in_0) online (+ the pair's target)
                                   * rows, x_tg (B, in_0) the target's (not pair_fwd0) */
     __nv_bfloat16 *h[FHD_MAXL];  /* (rows_on, out_l), l < L: online hidden outputs (h[0] holds
@@ -489,7 +493,15 @@ const void *fhd__cuda_op_head_w(const fhd__backend *b, int net);
 const float *fhd__cuda_op_head_b(const fhd__backend *b, int net);
 void fhd__cuda_head_pad_plan_buffers(fhd__backend *b, struct fhd__alloc_list *p);
 int32_t fhd__cuda_head_pad_record(fhd__backend *b, uint32_t nets, cudaStream_t s);
-/* Record the conversions: the weights (both networks) on s0 before the forward; train_batch's
+/* With plan.w16_opt: the optimiser's segments get their copies (fhd__opt_segment.w16 / f32:
+ * bf.w, the padded head), and before an update runs, stale copies are made again on s_main
+ * (both networks, the padded head), outside any graph. A copy that does not match the params
+ * (after the updates queued, unless stale) fails check_invariants (fhd__cuda_bf16_check). */
+int32_t fhd__cuda_bf16_opt_copies(fhd__backend *b, fhd__opt_args *a);
+int32_t fhd__cuda_bf16_refresh(fhd__backend *b);
+int32_t fhd__cuda_bf16_check(fhd__backend *b, char *msg, size_t cap);
+/* Record the conversions: the weights (both networks, and the padded head) on s0 before the
+ * forward, unless the optimiser keeps them (plan.w16_opt); train_batch's
  * layer-0 input (2B host rows; the update's sampling writes it in bf16 itself, a conv torso's
  * flatten too); the head's output gradient after the loss kernel; act's online weights
  * (before the conv torso reads them) and input. */

@@ -365,6 +365,7 @@ static int32_t op_latest_stats(fhd__backend *b, fhd__update_stats *o) {
 
 static int32_t op_check_invariants(fhd__backend *b, char *msg, size_t cap) {
     FHD_TRY(fhd__cuda_alive(b));
+    FHD_TRY(fhd__cuda_bf16_check(b, msg, cap)); /* bf16: the GEMMs' copies are the params' */
     if (b->img->frames)
         return fhd__cuda_img_check(b, msg, cap);
     return fhd__cuda_check_invariants(b, msg, cap);

@@ -69,6 +69,7 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     p->head_in_loss = lo->L >= 1 && p->head_narrow_on && p->head_narrow_tg;
     p->pad_head = p->bf16;
     p->prune = lo->num_masks > 0;
+    p->w16_opt = p->bf16 && !p->prune && !p->fuse_dw0;
     p->use_aux = p->split_any;
     p->use_hdw = p->hdw_side || p->sample_ahead;
     p->autotune = cfg->autotune == FHD_TUNE_FULL   ? FHD_AUTOTUNE_FULL
@@ -180,7 +181,10 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
         tf(p->split_dw0), tf(p->fuse_dw0), tf(p->pair_fwd0), tf(p->head_in_loss));
     put(&j, ",\"head_narrow\":{\"online\":%s,\"target\":%s},\"pad_head\":%s", tf(p->head_narrow_on),
         tf(p->head_narrow_tg), tf(p->pad_head));
-    put(&j, ",\"gather_bf16\":%s", tf(p->gather_bf16));
+    put(&j, ",\"gather_bf16\":%s,\"bf16_weights\":\"%s\"", tf(p->gather_bf16),
+        !p->bf16     ? "none"
+        : p->w16_opt ? "optimizer"
+                     : "update");
     put(&j, ",\"sampling\":\"%s\",\"fork_sn1\":%s,\"head_dw_branch\":\"%s\"",
         p->sample_ahead  ? "ahead"
         : p->side_sample ? "beside_power_iteration"

@@ -130,6 +130,12 @@ typedef struct fhd__cuda_plan {
      * B2's update time (its head kernels shortened, the graph's critical path did not), so
      * there HOs is HO rounded up to 4 (16-byte rows of fp32 outputs) and the params are read. */
     int pad_head;
+    /* bf16: the optimiser writes the GEMMs' copies of each value it writes (bf.w, the padded
+     * head) instead of a conversion of both networks at the start of each update; writes of
+     * the params outside the update mark them stale, made again before the next update
+     * (cuda_bf16.cpp). Not with pruning (its selection zeroes weights after the optimiser) nor
+     * fuse_dw0 (off with bf16; the optimiser's copying instances have no form for it). */
+    int w16_opt;
     /* Gradual magnitude pruning (lo.num_masks > 0; cuda_prune.cpp): the gradient masked on
      * s_main before the optimiser (one node) and the selection after it (FHD_PRUNE_PASSES + 1
      * nodes, each returning at once off a pruning update). Nothing else of the plan depends on

@@ -273,14 +273,14 @@ static void prepare_opt(fhd__backend *b) {
             sn = (int32_t)a->nsn;
             a->sn[a->nsn++] = v;
         }
-        fhd__opt_segment w = {ly->w_off, (uint64_t)ly->out * ly->in, sn, 0, 0, 0, NULL, 0,
-                              NULL, 0};
+        fhd__opt_segment w =
+            fhd__opt_segment_at(ly->w_off, (uint64_t)ly->out * ly->in, sn, NULL, 0);
         if (l == 0 && (b->plan.split_dw0 || b->plan.fuse_dw0)) {
             w.extra = b->gpart0;
             w.nextra = b->plan.split_dw0 ? 1 : fhd__cuda_relu_dw_chunks(b->B) - 1;
         }
-        fhd__opt_segment bias = {ly->b_off, ly->out, -1, 0, 0, 0, b->bpart[l], b->bparts[l], NULL,
-                                 0};
+        fhd__opt_segment bias =
+            fhd__opt_segment_at(ly->b_off, ly->out, -1, b->bpart[l], b->bparts[l]);
         a->seg[a->nseg++] = w;
         a->seg[a->nseg++] = bias;
     }
@@ -436,6 +436,7 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
     FHD_TRY(prepare_loss(b));
     prepare_opt(b);
     FHD_TRY(fhd__cuda_prune_prepare(b)); /* pruning (cuda_prune.cpp): after the optimiser's */
+    FHD_TRY(fhd__cuda_bf16_opt_copies(b, &b->a_opt)); /* bf16: the copies it writes (w16_opt) */
     /* the update's GEMMs, recorded in the plan and (autotune fast / full) timed */
     b->plan.ngemm = 0;
     b->planning = 1;

@@ -243,6 +243,7 @@ int32_t fhd__cuda_write(fhd__backend *b, int kind, uint64_t offset, uint64_t cou
     if (kind == FHD_STATE_REPLAY_PRIORITY)
         return write_priorities(b, offset, count, (const uint64_t *)src);
     if (kind == FHD_STATE_PARAMS) {
+        b->bf.stale = 1; /* bf16: the copies are made again before the next update */
         FHD_TRY(params_copy(b, offset, count, (float *)(uintptr_t)src, 1));
     } else {
         FHD_CK(b, cudaMemcpyAsync(p, src, count * fhd__state_elem_size(kind),

@@ -36,11 +36,11 @@
  *       launch with a grid barrier between the two passes (two launches without cooperative
  *       launch support); with a guard (kernels/guard.cuh) the norm pass decides whether the
  *       update is applied, and with PER the staged priorities enter the tree after it (one node)
- * With bf16 GEMMs (cuda_bf16.cpp) the weights are converted first on s0 (the sampling writes
- * layer 0's bf16 input itself; train_batch converts its rows after the weights), the head's
- * output gradient right after the loss kernel, and the ReLU backward writes bf16 dz. With the
- * padded head (cuda_plan.h, pad_head) both heads are copied on s0 after the weights
- * (cuda_head_pad.cpp).
+ * With bf16 GEMMs (cuda_bf16.cpp) the optimiser writes the weights' bf16 copies (plan w16_opt;
+ * with pruning they are converted first on s0 instead, and both padded heads copied after
+ * them: cuda_head_pad.cpp); the sampling writes layer 0's bf16 input itself (train_batch
+ * converts its rows), the loss kernel the head's bf16 output gradient, and the dx GEMMs and
+ * ReLU backward bf16 dz.
  *   s0  pruning on (cuda_prune.cpp): the gradient masked before the optimiser, the selection
  *       after it (a no-op off pruning updates, decided on the device)
  * The update counter lives on the device and every kernel reads it, so the same graph serves
@@ -112,8 +112,9 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     } else if (sample_in) {
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample, s0));
     }
-    FHD_TRY(fhd__cuda_bf16_record_weights(b, s0)); /* bf16 GEMMs: both networks, before the fork */
-    FHD_TRY(fhd__cuda_head_pad_record(b, 2, s0));  /* the padded head: both networks */
+    /* bf16 GEMMs: both networks' copies and the padded head before the fork, unless the
+     * optimiser keeps them (plan w16_opt) */
+    FHD_TRY(fhd__cuda_bf16_record_weights(b, s0));
     FHD_TRY(fhd__cuda_bf16_record_input(b, train, s0)); /* bf16: train_batch's 2B rows */
     if (b->has_sn) {
         FHD_CK(b, fhd__cuda_sn_launch(&b->a_sn1, s0));
@@ -471,6 +472,7 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
         return fhd__cuda_failf(b, FHD_ERR_NOT_READY,
                                "train: the replay holds fewer transitions than batch_size");
     FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_bf16_refresh(b)); /* bf16: copies of params written since (w16_opt) */
     fhd__cuda_poll_rate(b);
     const int rs = b->rate_next; /* time this call's updates on the device, if its slot is free */
     const bool timed = num_updates > 0 && b->rate_n[rs] == 0;
@@ -509,6 +511,7 @@ int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_tr
         return fhd__cuda_failf(b, FHD_ERR_SIZE_MISMATCH, "train_batch: %u rows; batch_size is %u",
                                hb->B, B);
     FHD_CK(b, cudaSetDevice(b->device));
+    FHD_TRY(fhd__cuda_bf16_refresh(b));
     /* pinned staging with the device region's layout: obs | next_obs (float32 or uint8) |
      * actions | R | disc | w */
     float *h = b->h_batch;

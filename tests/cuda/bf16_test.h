@@ -47,6 +47,16 @@ static size_t count(const char *hay, const char *needle) {
     return n;
 }
 
+/* Does the plan in the metrics hold `what`? */
+static int plan_says(fhd_learner *Lg, const char *what) {
+    size_t need = 0;
+    fhd__learner_metrics(Lg, NULL, 0, &need);
+    char *m = (char *)malloc(need);
+    const int ok = fhd__learner_metrics(Lg, m, need, &need) == FHD_OK && strstr(m, what);
+    free(m);
+    return ok;
+}
+
 /* The plan in the metrics: bf16 everywhere, the fp32-kernel fusions off. */
 static void check_plan(const variant *v, fhd_learner *Lg) {
     size_t need = 0;
@@ -120,20 +130,24 @@ static void check_graph(const variant *v, fhd_learner *Lg) {
     uint64_t info[FHD_CUDA_INFO_COUNT];
     ct_read(Lg, FHD_CUDA_STATE_INFO, 0, FHD_CUDA_INFO_COUNT, info);
     const int paired = info[FHD_CUDA_INFO_PAIRED_FWD0] != 0;
+    const int by_opt = plan_says(Lg, "\"bf16_weights\":\"optimizer\"");
     const int L = (int)Lg->lo.L, NC = (int)Lg->lo.NC;
     ct_check(memcpys == 0 && grid1 == 0,
              "%s: %zu nodes, no memcpy (%d), no 1x1x1 grid of ours (%d)", v->name, n, memcpys,
              grid1);
-    /* the weights only: the head's output gradient comes in bf16 from the loss kernel (staged:
-     * every variant's head is small), layer 0's input from the sampling (below a conv torso
-     * from its flatten), paired or not; the padded head once */
-    ct_check(cvt == 1 && pad16 == 1,
-             "%s: %d bf16 conversions (1 expected; layer 0 %s), %d bf16 head paddings (1)", v->name,
-             cvt,
+    /* none but, with pruning, the weights' (and the padded head's): else the optimiser writes
+     * their copies; the loss kernel the head's output gradient (staged: every variant's head
+     * is small), the sampling layer 0's input (below a conv torso its flatten), paired or
+     * not */
+    const int pruned = Lg->lo.num_masks > 0, want = pruned ? 1 : 0;
+    ct_check(by_opt == !pruned && cvt == want && pad16 == want,
+             "%s: the optimiser keeps the bf16 weights: %d (%s pruning); %d bf16 conversions "
+             "(%d expected; layer 0 %s), %d bf16 head paddings (%d)",
+             v->name, by_opt, pruned ? "with" : "without", cvt, want,
              NC       ? "from the conv flatten"
              : paired ? "paired, from the sampling"
                       : "per network, from the sampling",
-             pad16);
+             pad16, want);
     /* the conv torso in bf16: layer 0's im2col once, each layer above's once a network; a dz
      * kernel a layer; a flatten a network; the forward permutation rounding to bf16 */
     ct_check(!NC || (im2col == im2col16 && im2col == 2 * NC - 1 && cdz == NC && cdz16 == NC &&
@@ -264,6 +278,51 @@ static void feed(fhd_learner **Ls, int nl, const variant *v) {
     free(trunc);
 }
 
+static void write_kind(fhd_learner *L, int kind, uint64_t n, const float *x, const char *name) {
+    if (L->ops->write(L->be, kind, 0, n, x) != FHD_OK) {
+        printf("FAIL %s: write of kind %d: %s\n", name, kind, L->ops->error(L->be));
+        exit(1);
+    }
+}
+
+/* A write of the params between updates (tensor_write, a checkpoint load): the CPU learner's
+ * weights halved into both learners, its Adam moments (and power-iteration vectors) into the
+ * CUDA one, then one update each on the same batch. The CUDA update's GEMMs must read the
+ * written weights (its bf16 copies made again): copies of the weights before the write would
+ * be twice as large. */
+static void check_written(const variant *v, fhd_learner *Lc, fhd_learner *Lg) {
+    const uint64_t P = Lc->lo.num_params, SN = 2 * (uint64_t)Lc->lo.sn_size;
+    float *p = ct_read_floats(Lc, FHD_STATE_PARAMS, 2 * P);
+    float *m = ct_read_floats(Lc, FHD_STATE_ADAM_M, P),
+          *s2 = ct_read_floats(Lc, FHD_STATE_ADAM_V, P);
+    for (uint64_t i = 0; i < 2 * P; i++)
+        p[i] *= 0.5f;
+    write_kind(Lc, FHD_STATE_PARAMS, 2 * P, p, v->name);
+    write_kind(Lg, FHD_STATE_PARAMS, 2 * P, p, v->name);
+    write_kind(Lg, FHD_STATE_ADAM_M, P, m, v->name);
+    write_kind(Lg, FHD_STATE_ADAM_V, P, s2, v->name);
+    if (SN) {
+        float *u = ct_read_floats(Lc, FHD_STATE_SN, SN);
+        write_kind(Lg, FHD_STATE_SN, SN, u, v->name);
+        free(u);
+    }
+    fhd_train_stats st = FHD_TRAIN_STATS_INIT;
+    ct_check(fhd__learner_train(Lc, 1, &st) == FHD_OK && fhd__learner_train(Lg, 1, &st) == FHD_OK,
+             "%s: an update after a write of the params (%s)", v->name, Lg->err);
+    check_stats(v, Lc, Lg, "after a write of the params", TOL_FWD);
+    const double e = ct_cmp_kind(Lc, Lg, FHD_STATE_PARAMS, 0, 2 * P, NULL);
+    ct_check(e <= TOL_PARAM1, "%s: parameters after a write and an update rel %.2e (tol %.0e)",
+             v->name, e, TOL_PARAM1);
+    char msg[256] = {0};
+    ct_check(Lg->ops->check_invariants(Lg->be, msg, sizeof msg) == FHD_OK,
+             "%s: CUDA invariants after a write (%s)", v->name, msg);
+    if (prioritized(v))
+        ct_copy_priorities(Lc, Lg);
+    free(p);
+    free(m);
+    free(s2);
+}
+
 static void run_variant(const variant *v) {
     char jc[1024], jg[1024], jf[1024];
     make_json(jc, sizeof jc, v, "cpu", "bf16");
@@ -337,6 +396,7 @@ static void run_variant(const variant *v) {
     ct_check(e <= TOL_PARAMK * drift_of(v), "%s update %d: target parameters rel %.2e", v->name,
              v->updates, e);
     check_act(v, Lc, Lg, 10 * TOL_FWD * drift_of(v));
+    check_written(v, Lc, Lg);
     {
         const uint64_t c0 = ct_sync_count(Lg);
         fhd_train_stats st = FHD_TRAIN_STATS_INIT;

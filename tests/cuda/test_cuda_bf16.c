@@ -11,8 +11,8 @@
  *   - the plan says bf16 for both passes, every GEMM record is bf16 or bf16_out, and none of the
  *     fp32-kernel fusions is on (narrow heads, head_in_loss, fuse_dw0);
  *   - the captured update (graph SINGLE): no memcpy node, no kernel of ours with a 1x1x1 grid,
- *     the bf16 conversions (weights, each network's layer-0 input or the paired one, none below
- *     a conv torso, the head's output gradient) and one bf16 ReLU backward per hidden layer,
+ *     no bf16 conversion (the optimiser writes the weights' copies) but with pruning the
+ *     weights' and the padded head's, and one bf16 ReLU backward per hidden layer,
  *     and none of the fp32 ReLU backward, head-dx or narrow-head kernels; a conv torso's
  *     im2col, dz and flatten kernels all in their bf16 form, and the bf16 weight permutation;
  *   - update 1: identical sampled indices and IS weights; loss, statistics, gradient, parameters
@@ -22,7 +22,10 @@
  *   - K updates, the CPU's priorities copied into the CUDA learner after each so that both
  *     sample the same batches: identical indices at every update, then online and target
  *     parameters and the statistics within tolerance;
- *   - no synchronisation by the backend over 200 further updates; the invariants hold;
+ *   - a write of the params (halved) and of the CPU's moments, then one update: statistics and
+ *     parameters as after update 1 (the update reads the written weights);
+ *   - no synchronisation by the backend over 200 further updates; the invariants hold (with
+ *     them the bf16 copies equal the params rounded);
  *   - act: Q values within tolerance, greedy actions equal except near-ties;
  *   - train_batch (three variants, one a conv torso): TD errors, targets, statistics and
  *     parameters of 3 host batches;
@@ -90,6 +93,17 @@ static const variant variants[] = {
      {4},
      100,
      1.0},
+    /* pruning: the weights converted at the start of each update (the selection zeroes
+     * weights after the optimiser, which then keeps no bf16 copies) */
+    {"mlp-prune",
+     "\"obs_dim\": 16, \"hidden\": [64, 48], \"actions\": [6], \"dueling\": true, "
+     "\"double_dqn\": true, \"replay\": \"prioritized\", \"lr\": 0.001, \"max_grad_norm\": 10, "
+     "\"batch_size\": 64, \"replay_capacity\": 512, \"target_update_interval\": 10, "
+     "\"prune_sparsity\": 0.5, \"prune_start\": 10, \"prune_end\": 60, \"prune_frequency\": 10",
+     1,
+     {6},
+     100,
+     2.0},
     /* a batch above FHD_LOSS_SMALL_BATCH and three hidden layers */
     /* pixels: a small Nature-like torso on uint8 frames with a stack of 4 (layer 0's im2col from
      * the bytes, 4-value stores, padded layers above) */
