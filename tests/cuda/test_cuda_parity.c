@@ -77,18 +77,20 @@ static const variant variants[] = {
     {"b1-torso-512", "\"actions\": [8], \"dueling\": true, \"replay\": \"prioritized\"", "fp32",
      1, {8}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
      "\"hidden\": [256, 256], \"batch_size\": 512, \"replay_capacity\": 1024, ", 0.3},
-    /* B1-sn's torso. Each learner runs its own power iteration, one step per update: over 100
-     * updates their sigmas drift apart by ~1e-5 relative, which moves Q values of order 5 by
-     * ~1e-4, and the new priorities' |td| by as much (measured 1.5e-1 relative where |td| is
-     * near 1e-3); the parameters stay within 2e-4 */
     /* the loss kernel's other paths: a branch of 30 actions with CQL, a fused head dx over two
      * rounds of W_head loads (31 outputs) and 300 columns (a second column for some of a block's
      * threads); sums over 300 terms */
     {"cql-wide", "\"actions\": [30], \"dueling\": true, \"cql_alpha\": 0.3, \"replay\": "
      "\"prioritized\"", "fp32", 1, {30}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
      "\"hidden\": [40, 300], \"batch_size\": 64, \"replay_capacity\": 512, ", 0},
+    /* B1-sn's torso. Each learner runs its own power iteration, one step per update: over 100
+     * updates their sigmas drift apart by ~1e-5 relative, which moves Q values of order 5 by
+     * ~1e-4, and the new priorities' |td| by as much (measured 1.5e-1 relative where |td| is
+     * near 1e-3). The parameters' drift depends on the GEMMs' summation orders: measured on H200
+     * 1.8e-4 with the rule's algorithms, 3.0e-4 where the autotune timed another one faster for
+     * one GEMM; the bound is 5e-4 */
     {"b1-sn-torso", "\"actions\": [8], \"dueling\": true, \"spectral_norm\": \"all\", "
-     "\"replay\": \"prioritized\"", "fp32", 1, {8}, 2e-5, 1e-4, 1e-5, 2e-4, 0,
+     "\"replay\": \"prioritized\"", "fp32", 1, {8}, 2e-5, 1e-4, 1e-5, 5e-4, 0,
      "\"hidden\": [256, 256], \"batch_size\": 256, \"replay_capacity\": 1024, ", 0.3},
     /* B3's torso, head and batch (obs_dim aside): its dW GEMMs of the head and of layer 1
      * (split-K) and dx GEMM of layer 1 take configurations of cuda_gemm.cpp's table on sm_90
