@@ -52,7 +52,7 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     p->split_any = p->split_dw0;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         p->split_any |= p->split_dx[l];
-    p->hdw_side = p->split_any || p->fuse_dw0;
+    p->hdw_side = p->split_any || p->fuse_dw0 || p->bf16;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         p->dz_t[l] = p->tf32_bwd && l >= 1 && l < lo->L && B % 4 == 0;
     /* (not below a conv torso: the two networks' inputs are two conv stacks' outputs) */

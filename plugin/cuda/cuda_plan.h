@@ -98,7 +98,9 @@ typedef struct fhd__cuda_plan {
      * FHD_DW0_MAX_PARTS chunks. Replaces split_dw0. */
     int fuse_dw0;
     /* The head's dW GEMM on a branch of its own beside the priority update where the backward's
-     * tail is short (split GEMMs or fuse_dw0); else after the priority update on its stream. */
+     * tail is short (split GEMMs, fuse_dw0, or bf16 GEMMs); else after the priority update on
+     * its stream. In fp32 without those the branch gains or loses by shape (both ways by up to
+     * 2x on the random-shape suite), so no rule turns it on there. */
     int hdw_side;
     /* dz_l transposed (batch contiguous) for layer l's dW GEMM: TF32 backward, 1 <= l < L,
      * B % 4 == 0 (TF32 tensor-core kernels want the K dimension contiguous in both operands). */
