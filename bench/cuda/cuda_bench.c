@@ -284,7 +284,14 @@ static void run(const char *name, const char *json, const char *tune) {
             printf("plan %s: %s\n", name, text);
     }
     fill(L);
-    timed(L, 50); /* warm-up */
+    timed(L, 50); /* warm-up, then until the head dW branch's measured choice is made */
+    char by[32], branch[40];
+    for (int k = 0; k < 40; k++) {
+        describe_value(L, "\"head_dw_choice\":{\"by\":", by, sizeof by);
+        if (strcmp(by, "\"measuring\"") != 0)
+            break;
+        timed(L, 50);
+    }
     if (getenv("FHD_BENCH_TRACE")) {
         /* train(8): the steady state (batches sampled ahead); =single: eight train(1) calls,
          * each update sampling its own batch; =pairs: eight train(2) calls */
@@ -353,10 +360,15 @@ static void run(const char *name, const char *json, const char *tune) {
             : -1;
     char exec_rate[32];
     describe_value(L, "\"updates_per_second\":", exec_rate, sizeof exec_rate);
+    describe_value(L, "\"head_dw_branch\":", branch, sizeof branch);
+    describe_value(L, "\"head_dw_choice\":{\"by\":", by, sizeof by);
+    char us_after[24], us_own[24];
+    describe_value(L, "\"us_after\":", us_after, sizeof us_after);
+    describe_value(L, "\"us_own\":", us_own, sizeof us_own);
     printf("%-8s %10.1f %10.1f %12.0f %8u %10.1f %10.1f  loss %.4g  tuned GEMMs %lld  "
-           "autotune %s %s ms (create %.0f ms, cache %s)  metric %s/s  (%s)\n",
+           "autotune %s %s ms (create %.0f ms, cache %s)  metric %s/s  (%s)  head dW %s by %s (%s / %s us)\n",
            name, t[3], t[0], 1e6 / t[3], n, al[0], al[1], us.loss, tuned, tune ? tune : "default",
-           tune_ms, create_ms, tune_cache, exec_rate, L->ops->device_name(L->be));
+           tune_ms, create_ms, tune_cache, exec_rate, L->ops->device_name(L->be), branch, by, us_after, us_own);
     fflush(stdout);
     free(obs);
     free(act);

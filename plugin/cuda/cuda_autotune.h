@@ -31,6 +31,13 @@ struct fhd__autotune {
     cudaEvent_t e0, e1;
 };
 
+/* Add the line of key with value to the tuning's lines, checksummed, to be written at its end. */
+void fhd__autotune_line(fhd__autotune *t, const std::string &key, const std::string &value);
+/* Outside a tuning (the measured branch choice, cuda_branch.cpp): put the line of key with value
+ * into the plan's cache file now (read again, the line set, rewritten); a failure to write is
+ * reported in the plan's cache field, as at create. */
+void fhd__autotune_cache_store(fhd__backend *b, const std::string &key, const std::string &value);
+
 /* monotonic milliseconds */
 static inline double now_ms(void) {
     struct timespec ts;

@@ -21,7 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -96,8 +98,9 @@ static void write_cache(fhd__autotune *t, fhd__cuda_plan *p) {
                  " (not written: %s: %s)", dir.c_str(), strerror(errno));
         return;
     }
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", t->file.c_str(), (long)getpid());
+    static std::atomic<unsigned long> seq(0); /* learners of one process write in turn */
+    char tmp[640];
+    snprintf(tmp, sizeof tmp, "%s.%ld.%lu.tmp", t->file.c_str(), (long)getpid(), seq++);
     FILE *f = fopen(tmp, "w");
     if (!f) {
         snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache),
@@ -114,6 +117,27 @@ static void write_cache(fhd__autotune *t, fhd__cuda_plan *p) {
         unlink(tmp);
         snprintf(p->cache + strlen(p->cache), sizeof p->cache - strlen(p->cache), " (not written)");
     }
+}
+
+void fhd__autotune_line(fhd__autotune *t, const std::string &key, const std::string &value) {
+    const std::string head = key + "\t" + value;
+    char sum[20];
+    snprintf(sum, sizeof sum, "%016llx", (unsigned long long)fnv1a(head));
+    t->lines[key] = head + "\t" + sum;
+    t->fresh.push_back(key);
+}
+
+void fhd__autotune_cache_store(fhd__backend *b, const std::string &key, const std::string &value) {
+    if (!b->plan.cache_file[0])
+        return;
+    static std::mutex mu; /* one read-modify-write at a time in this process */
+    std::lock_guard<std::mutex> lock(mu);
+    fhd__autotune t{};
+    t.file = b->plan.cache_file;
+    t.unreadable = 0;
+    read_cache(&t);
+    fhd__autotune_line(&t, key, value);
+    write_cache(&t, &b->plan);
 }
 
 int32_t fhd__autotune_begin(fhd__backend *b) {

@@ -307,6 +307,8 @@ struct fhd__backend {
     /* the captured update, FHD_CUDA_GRAPHS variants (cuda_ext.h: FHD_CUDA_GRAPH_*) */
     cudaGraph_t graph[FHD_CUDA_GRAPHS];
     cudaGraphExec_t gexec[FHD_CUDA_GRAPHS];
+    /* the measured choice of the head's dW branch while it runs (cuda_branch.cpp); else NULL */
+    struct fhd__cuda_branch *branch;
 
     /* image observations: uint8 / scaled inputs and the frame-once replay (cuda_frames.h) */
     struct fhd__cuda_img *img;
@@ -332,9 +334,24 @@ struct fhd__backend {
  * (else it was sampled ahead by the update before); ahead: sample the next update's batch at
  * the end. */
 int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int ahead);
+/* The update's graphs (and the measured branch's other form): fhd__cuda_capture preloads and
+ * plans the optimiser first, fhd__cuda_capture_graphs captures the plan's form alone. */
 int32_t fhd__cuda_capture(fhd__backend *b);
+int32_t fhd__cuda_capture_graphs(fhd__backend *b);
 /* Destroy the captured graphs and their executables (any that exist); leaves NULLs. */
 void fhd__cuda_drop_graphs(fhd__backend *b);
+/* Launch n updates from the graphs ex (FHD_CUDA_GRAPH_*, all four where ahead, else SINGLE). */
+int32_t fhd__cuda_launch_updates(fhd__backend *b, cudaGraphExec_t const *ex, int ahead,
+                                 uint32_t n);
+/* cuda_branch.cpp: the measured head dW branch (cuda_plan.h, hdw_measure). prepare (at create,
+ * during the tuning) takes the cached choice or starts the trial; capture captures the trial's
+ * other form; train launches n updates (the trial's chunks while it runs); drop_graphs frees
+ * the trial's graphs, destroy the trial. */
+int32_t fhd__cuda_branch_prepare(fhd__backend *b);
+int32_t fhd__cuda_branch_capture(fhd__backend *b);
+int32_t fhd__cuda_branch_train(fhd__backend *b, uint32_t n);
+void fhd__cuda_branch_drop_graphs(fhd__backend *b);
+void fhd__cuda_branch_destroy(fhd__backend *b);
 int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *stats);
 int32_t fhd__cuda_train_batch(fhd__backend *b, const fhd__host_batch *hb, fhd_train_stats *st);
 int32_t fhd__cuda_snapshot(fhd__backend *b);

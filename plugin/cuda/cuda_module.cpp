@@ -32,6 +32,7 @@ static void cuda_destroy(fhd__backend *b) {
     if (b->s_hdw)
         cudaStreamSynchronize(b->s_hdw);
     fhd__cuda_drop_graphs(b);
+    fhd__cuda_branch_destroy(b);
     for (uint32_t l = 0; l < FHD_MAXL; l++) {
         fhd__gemm *gs[6] = {&b->fwd_on[l], &b->fwd_tg[l], &b->bwd_dw[l], &b->bwd_dx[l],
                             &b->bwd_dx2[l], &b->bwd_dzt[l]};

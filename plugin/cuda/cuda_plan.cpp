@@ -52,18 +52,10 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     p->split_any = p->split_dw0;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         p->split_any |= p->split_dx[l];
-    p->hdw_side = p->split_any || p->fuse_dw0 || p->bf16;
     for (uint32_t l = 0; l < FHD_MAXL; l++)
         p->dz_t[l] = p->tf32_bwd && l >= 1 && l < lo->L && B % 4 == 0;
     /* (not below a conv torso: the two networks' inputs are two conv stacks' outputs) */
     p->pair_fwd0 = lo->NC == 0 && lo->L >= 1 && !has_sn && rows_on * n0 * m0 <= FHD_SPLIT_MAX_MNK;
-    /* the guard with PER commits the tree after the optimiser: the next batch follows it */
-    p->sample_ahead =
-        (!has_sn || p->hdw_side) && !(cfg->guard.on && cfg->replay == FHD_REPLAY_PRIORITIZED);
-    p->side_sample = has_sn;
-    /* (not above a conv torso: its layer-0 im2col, shared by both networks, precedes the
-     * fork and follows the sampling) */
-    p->fork_sn1 = has_sn && p->sample_ahead && lo->NC == 0;
     p->head_narrow_on = !p->bf16 && fhd__cuda_head_narrow(lo, rows_on);
     p->head_narrow_tg = !p->bf16 && fhd__cuda_head_narrow(lo, B);
     p->head_in_loss = lo->L >= 1 && p->head_narrow_on && p->head_narrow_tg;
@@ -71,11 +63,29 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     p->prune = lo->num_masks > 0;
     p->w16_opt = p->bf16 && !p->prune && !p->fuse_dw0;
     p->use_aux = p->split_any;
-    p->use_hdw = p->hdw_side || p->sample_ahead;
     p->autotune = cfg->autotune == FHD_TUNE_FULL   ? FHD_AUTOTUNE_FULL
                   : cfg->autotune == FHD_TUNE_FAST ? FHD_AUTOTUNE_FAST
                                                    : FHD_AUTOTUNE_OFF;
+    const int hdw_rule = p->split_any || p->fuse_dw0 || p->bf16;
+    p->hdw_measure = !hdw_rule && p->autotune != FHD_AUTOTUNE_OFF && !cfg->distributed.on;
+    p->hdw_from = FHD_BRANCH_RULE;
+    fhd__cuda_plan_branch(p, lo, cfg, hdw_rule);
     snprintf(p->cache, sizeof p->cache, "none");
+}
+
+void fhd__cuda_plan_branch(fhd__cuda_plan *p, const fhd__layout *lo, const fhd__config *cfg,
+                           int hdw_side) {
+    const int has_sn = lo->num_sn > 0;
+    p->hdw_side = hdw_side;
+    /* the guard with PER commits the tree after the optimiser: the next batch follows it */
+    p->sample_ahead =
+        (!has_sn || p->hdw_side) && !(cfg->guard.on && cfg->replay == FHD_REPLAY_PRIORITIZED);
+    p->side_sample = has_sn;
+    /* (not above a conv torso: its layer-0 im2col, shared by both networks, precedes the
+     * fork and follows the sampling) */
+    p->fork_sn1 = has_sn && p->sample_ahead && lo->NC == 0;
+    /* with hdw_measure the stream exists for both forms */
+    p->use_hdw = p->hdw_side || p->sample_ahead || p->hdw_measure;
 }
 
 /* ---- JSON ---------------------------------------------------------------------------------- */
@@ -190,6 +200,9 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
         : p->side_sample ? "beside_power_iteration"
                          : "in_update",
         tf(p->fork_sn1), p->hdw_side ? "own" : "after_priority_update");
+    static const char *const from[] = {"rule", "measuring", "measured", "cache"};
+    put(&j, ",\"head_dw_choice\":{\"by\":\"%s\",\"us_after\":%.2f,\"us_own\":%.2f}",
+        from[p->hdw_from & 3], p->hdw_us[0], p->hdw_us[1]);
     put(&j, ",\"streams\":%d,\"prune\":%s", 3 + p->use_aux + p->use_hdw, tf(p->prune));
     if (p->conv_layers) /* the conv torso's form (docs/design.md, section 5) */
         put(&j, ",\"conv\":{\"layers\":%u,\"form\":\"im2col_gemm\",\"layout\":\"nhwc\","

@@ -99,9 +99,13 @@ typedef struct fhd__cuda_plan {
     int fuse_dw0;
     /* The head's dW GEMM on a branch of its own beside the priority update where the backward's
      * tail is short (split GEMMs, fuse_dw0, or bf16 GEMMs); else after the priority update on
-     * its stream. In fp32 without those the branch gains or loses by shape (both ways by up to
-     * 2x on the random-shape suite), so no rule turns it on there. */
-    int hdw_side;
+     * its stream. Without those the branch gains or loses by shape (both ways by up to 2x on
+     * the random-shape suite): there, with the autotune on and not distributed, hdw_measure is
+     * 1 and the learner's first updates time both forms (cuda_branch.cpp), or the cache says
+     * which won; hdw_from says where the form came from, hdw_us the medians of both forms (us
+     * per update: [0] after the priority update, [1] on its own branch; 0 until measured). */
+    int hdw_side, hdw_measure, hdw_from;
+    float hdw_us[2];
     /* dz_l transposed (batch contiguous) for layer l's dW GEMM: TF32 backward, 1 <= l < L,
      * B % 4 == 0 (TF32 tensor-core kernels want the K dimension contiguous in both operands). */
     int dz_t[FHD_MAXL];
@@ -167,6 +171,15 @@ typedef struct fhd__cuda_plan {
  * records, head_in_loss's confirmation and opt_grid are filled later. */
 void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fhd__cuda_device *dev,
                          fhd__cuda_plan *p);
+
+/* Where plan.hdw_side came from. */
+enum { FHD_BRANCH_RULE = 0, FHD_BRANCH_MEASURING = 1, FHD_BRANCH_MEASURED = 2, FHD_BRANCH_CACHE = 3 };
+
+/* Set the head's dW branch (hdw_side) and the decisions that follow from it: sample_ahead,
+ * side_sample, fork_sn1 and use_hdw (fhd__cuda_plan_make's rules; the measured choice switches
+ * forms with it). */
+void fhd__cuda_plan_branch(fhd__cuda_plan *p, const fhd__layout *lo, const fhd__config *cfg,
+                           int hdw_side);
 
 /* The head's forward over `rows` rows by fhd__cuda_narrow_linear (the rule of head_narrow_*; the
  * act path applies it to its own row counts): a few outputs, where cuBLASLt's tiles would be

@@ -445,6 +445,8 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
         rc = fhd__cuda_conv_prepare(b);
     if (rc == FHD_OK)
         rc = prepare_gemms(b);
+    if (rc == FHD_OK) /* the head's dW branch: cached, or measured on the first updates */
+        rc = fhd__cuda_branch_prepare(b);
     fhd__autotune_end(b);
     b->planning = 0;
     FHD_TRY(rc);

@@ -163,9 +163,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
     if (ahead) /* the tree is final for this update: the next update's sampling may read it */
         FHD_CK(b, cudaEventRecord(b->ev_tree, b->s_prio));
-    /* the head's dW GEMM: with split GEMMs or layer 0's dW fused the backward's tail is
-     * shorter than the priority update and this GEMM in a row, so it gets a fourth branch
-     * beside the update; otherwise it follows the update (cuda_plan.h, hdw_side) */
+    /* the head's dW GEMM: on a fourth branch beside the priority update, or after it on its
+     * stream (cuda_plan.h, hdw_side: a rule, or measured by cuda_branch.cpp) */
     cudaStream_t s_hd = b->s_prio;
     if (b->plan.hdw_side) {
         s_hd = b->s_hdw;
@@ -287,6 +286,7 @@ static int32_t preload(fhd__backend *b) {
 static int32_t capture(fhd__backend *b, int v);
 
 void fhd__cuda_drop_graphs(fhd__backend *b) {
+    fhd__cuda_branch_drop_graphs(b);
     for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
         if (b->gexec[v])
             cudaGraphExecDestroy(b->gexec[v]);
@@ -297,7 +297,7 @@ void fhd__cuda_drop_graphs(fhd__backend *b) {
     }
 }
 
-static int32_t capture_all(fhd__backend *b) {
+int32_t fhd__cuda_capture_graphs(fhd__backend *b) {
     int32_t rc = FHD_OK;
     const int nv = b->plan.sample_ahead ? FHD_CUDA_GRAPHS : 1; /* else SINGLE only */
     for (int v = 0; v < nv && rc == FHD_OK; v++)
@@ -319,13 +319,15 @@ int32_t fhd__cuda_capture(fhd__backend *b) {
     } else {
         b->plan.opt_grid = fhd__cuda_opt_fused_grid(&b->a_opt, b->device);
     }
-    int32_t rc = capture_all(b);
+    int32_t rc = fhd__cuda_capture_graphs(b);
     if (rc != FHD_OK && b->plan.opt_grid) {
         b->plan.opt_grid = 0;
-        rc = capture_all(b);
+        rc = fhd__cuda_capture_graphs(b);
     }
     b->plan.opt_per = b->a_opt.per;
     b->plan.opt_one_pass = b->plan.opt_grid ? b->a_opt.one_pass : 0;
+    if (rc == FHD_OK)
+        rc = fhd__cuda_branch_capture(b); /* the measured branch's other form, if any */
     return rc;
 }
 
@@ -436,6 +438,23 @@ void fhd__cuda_poll_rate(fhd__backend *b) {
     }
 }
 
+/* Within the run each update but the last samples the next one's batch (cuda_ext.h); none is
+ * left sampled ahead when it returns, so observe, writes and checkpoints between calls see the
+ * state of plain updates. */
+int32_t fhd__cuda_launch_updates(fhd__backend *b, cudaGraphExec_t const *ex, int ahead,
+                                 uint32_t n) {
+    for (uint32_t k = 0; k < n; k++) {
+        const bool first = k == 0 || !ahead;
+        const bool last = k + 1 == n || !ahead;
+        const int v = first ? (last ? FHD_CUDA_GRAPH_SINGLE : FHD_CUDA_GRAPH_FIRST)
+                            : (last ? FHD_CUDA_GRAPH_LAST : FHD_CUDA_GRAPH_STEADY);
+        FHD_CK(b, cudaGraphLaunch(ex[v], b->s_main));
+        if (b->dist) /* a bounded queue: a failed rank is noticed here (cuda_dist.cpp) */
+            FHD_TRY(fhd__cuda_dist_throttle(b));
+    }
+    return FHD_OK;
+}
+
 /* done: updates the call ran; the skips are those the snapshots newly show (each reported
  * once: exact for train_batch, which waits; train's may come a call late). Without a guard a
  * skip is a diverged update (kernels/guard.cuh): FHD_ERR_DIVERGED, naming the latest. */
@@ -478,18 +497,7 @@ int32_t fhd__cuda_train(fhd__backend *b, uint32_t num_updates, fhd_train_stats *
     const bool timed = num_updates > 0 && b->rate_n[rs] == 0;
     if (timed)
         FHD_CK(b, cudaEventRecord(b->ev_rate[rs][0], b->s_main));
-    /* within the call each update but the last samples the next one's batch (cuda_ext.h); none
-     * is left sampled ahead when it returns, so observe, writes and checkpoints between calls
-     * see the state of plain updates */
-    for (uint32_t k = 0; k < num_updates; k++) {
-        const bool first = k == 0 || !b->plan.sample_ahead;
-        const bool last = k + 1 == num_updates || !b->plan.sample_ahead;
-        const int v = first ? (last ? FHD_CUDA_GRAPH_SINGLE : FHD_CUDA_GRAPH_FIRST)
-                            : (last ? FHD_CUDA_GRAPH_LAST : FHD_CUDA_GRAPH_STEADY);
-        FHD_CK(b, cudaGraphLaunch(b->gexec[v], b->s_main));
-        if (b->dist) /* a bounded queue: a failed rank is noticed here (cuda_dist.cpp) */
-            FHD_TRY(fhd__cuda_dist_throttle(b));
-    }
+    FHD_TRY(fhd__cuda_branch_train(b, num_updates));
     b->updates += num_updates;
     if (timed) {
         FHD_CK(b, cudaEventRecord(b->ev_rate[rs][1], b->s_main));
