@@ -134,23 +134,12 @@ int32_t fhd__cuda_branch_prepare(fhd__backend *b) {
     return FHD_OK;
 }
 
-static void drop(cudaGraph_t *graph, cudaGraphExec_t *gexec) {
-    for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
-        if (gexec[v]) /* one still in flight is freed when it completes */
-            cudaGraphExecDestroy(gexec[v]);
-        if (graph[v])
-            cudaGraphDestroy(graph[v]);
-        gexec[v] = NULL;
-        graph[v] = NULL;
-    }
-}
-
 /* End the trial: its graphs (the losing form's), events and state freed. */
 static void finish(fhd__backend *b) {
     fhd__cuda_branch *br = b->branch;
     if (!br)
         return;
-    drop(br->graph, br->gexec);
+    fhd__cuda_graphs_free(br->graph, br->gexec);
     for (int k = 0; k < FHD_BRANCH_SLOTS; k++)
         for (int e = 0; e < 2; e++)
             if (br->ev[k][e])
@@ -166,7 +155,7 @@ void fhd__cuda_branch_destroy(fhd__backend *b) {
 
 void fhd__cuda_branch_drop_graphs(fhd__backend *b) {
     if (b->branch)
-        drop(b->branch->graph, b->branch->gexec);
+        fhd__cuda_graphs_free(b->branch->graph, b->branch->gexec);
 }
 
 /* swap the plan's graphs with the trial's */
@@ -182,7 +171,7 @@ int32_t fhd__cuda_branch_capture(fhd__backend *b) {
     fhd__cuda_branch *br = b->branch;
     if (!br)
         return FHD_OK;
-    drop(br->graph, br->gexec);
+    fhd__cuda_graphs_free(br->graph, br->gexec);
     const int form0 = b->plan.hdw_side;
     br->ahead[0] = b->plan.sample_ahead;
     fhd__cuda_plan_branch(&b->plan, &b->lo, &b->cfg, !form0);

@@ -338,8 +338,10 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
  * plans the optimiser first, fhd__cuda_capture_graphs captures the plan's form alone. */
 int32_t fhd__cuda_capture(fhd__backend *b);
 int32_t fhd__cuda_capture_graphs(fhd__backend *b);
-/* Destroy the captured graphs and their executables (any that exist); leaves NULLs. */
+/* Destroy the captured graphs and their executables (any that exist); leaves NULLs. graphs_free
+ * does so for one set of FHD_CUDA_GRAPHS. */
 void fhd__cuda_drop_graphs(fhd__backend *b);
+void fhd__cuda_graphs_free(cudaGraph_t *graph, cudaGraphExec_t *gexec);
 /* Launch n updates from the graphs ex (FHD_CUDA_GRAPH_*, all four where ahead, else SINGLE). */
 int32_t fhd__cuda_launch_updates(fhd__backend *b, cudaGraphExec_t const *ex, int ahead,
                                  uint32_t n);

@@ -285,16 +285,20 @@ static int32_t preload(fhd__backend *b) {
 
 static int32_t capture(fhd__backend *b, int v);
 
+void fhd__cuda_graphs_free(cudaGraph_t *graph, cudaGraphExec_t *gexec) {
+    for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
+        if (gexec[v]) /* one still in flight is freed when it completes */
+            cudaGraphExecDestroy(gexec[v]);
+        if (graph[v])
+            cudaGraphDestroy(graph[v]);
+        gexec[v] = NULL;
+        graph[v] = NULL;
+    }
+}
+
 void fhd__cuda_drop_graphs(fhd__backend *b) {
     fhd__cuda_branch_drop_graphs(b);
-    for (int v = 0; v < FHD_CUDA_GRAPHS; v++) {
-        if (b->gexec[v])
-            cudaGraphExecDestroy(b->gexec[v]);
-        if (b->graph[v])
-            cudaGraphDestroy(b->graph[v]);
-        b->gexec[v] = NULL;
-        b->graph[v] = NULL;
-    }
+    fhd__cuda_graphs_free(b->graph, b->gexec);
 }
 
 int32_t fhd__cuda_capture_graphs(fhd__backend *b) {
