@@ -128,6 +128,9 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
         json_object_set_new(j, "act_us_64", json_real(res->act64));
         json_object_set_new(j, "act_us_64_p90", json_real(res->act64_p90));
         json_object_set_new(j, "act_calls", json_integer((json_int_t)o->act_calls));
+        json_object_set_new(j, "step_act_us", res->step_act > 0 ? json_real(res->step_act) : json_null());
+        json_object_set_new(j, "step_act_us_p90",
+                            res->step_act > 0 ? json_real(res->step_act_p90) : json_null());
         json_object_set_new(j, "observe_per_second", json_real(res->observe_per_s));
         json_object_set_new(j, "observe_envs", json_integer((json_int_t)o->envs));
         json_object_set_new(j, "loss_last", json_real(res->last.loss));
@@ -174,6 +177,9 @@ static void print_result(const bench_opts *o, json_t *cfg, const bench_geom *g,
     printf("\n  act (greedy)    1 obs: median %.2f us (p90 %.2f); 64 obs: median %.2f us "
            "(p90 %.2f)\n",
            res->act1, res->act1_p90, res->act64, res->act64_p90);
+    if (res->step_act > 0)
+        printf("  step's act      %llu envs, one new frame each: median %.2f us (p90 %.2f)\n",
+               (unsigned long long)o->envs, res->step_act, res->step_act_p90);
     printf("  last loss       %.6g\n", (double)res->last.loss);
 }
 

@@ -242,6 +242,58 @@ static int time_act(bench_run *r, const bench_data *d, const bench_geom *g, uint
     return e;
 }
 
+/* Image configs (obs_shape): step() latency for `envs` envs acting on stacked observations, each
+ * call's stack every env's previous one moved on by one new frame (as a frame-stacking host
+ * gives them), without a transition (rewards NULL: no ingest, no training), so it times
+ * sending the new frames and acting; median and p90 over `calls` calls after 20 untimed. */
+static int time_step_act(bench_run *r, const bench_data *d, const bench_geom *g, json_t *cfg,
+                         json_t *manifest, uint32_t envs, uint64_t calls, double *median,
+                         double *p90) {
+    const uint32_t k = (uint32_t)json_integer_value(fhd_host_cfg_get(cfg, manifest, "frame_stack"));
+    const size_t es = g->u8 ? 1 : sizeof(float), fe = g->S / (k ? k : 1), row = g->S * es;
+    unsigned char *st = malloc(row * envs);
+    int32_t *actions = malloc(sizeof(int32_t) * envs * g->D);
+    double *us = malloc(sizeof(double) * calls);
+    if (!st || !actions || !us) {
+        free(st);
+        free(actions);
+        free(us);
+        fprintf(stderr, "error: bench: out of memory\n");
+        return FHD_EXIT_FAILURE;
+    }
+    const unsigned char *src = g->u8 ? (const unsigned char *)d->obs8 : (const unsigned char *)d->obs;
+    memcpy(st, src, row * envs);
+    int e = FHD_EXIT_OK;
+    for (uint64_t i = 0; i < calls + 20 && e == FHD_EXIT_OK; i++) {
+        for (uint32_t v = 0; v < envs && i > 0; v++) { /* one new frame per env */
+            unsigned char *s = st + v * row;
+            memmove(s, s + fe * es, (g->S - fe) * es);
+            memcpy(s + (g->S - fe) * es, src + ((i * envs + v) % d->rows) * row, fe * es);
+        }
+        fhd_step_args a = FHD_STEP_ARGS_INIT;
+        a.num_envs = envs;
+        a.obs = g->u8 ? NULL : (const float *)(const void *)st;
+        a.obs_u8 = g->u8 ? st : NULL;
+        a.actions = actions;
+        double t0 = now_s();
+        int32_t rc = r->api->step(r->L, &a);
+        double dt = now_s() - t0;
+        if (rc != FHD_OK)
+            e = api_fail(r, "step", rc);
+        else if (i >= 20)
+            us[i - 20] = dt * 1e6;
+    }
+    if (e == FHD_EXIT_OK) {
+        qsort(us, calls, sizeof(double), cmp_double);
+        *median = percentile(us, calls, 50.0);
+        *p90 = percentile(us, calls, 90.0);
+    }
+    free(st);
+    free(actions);
+    free(us);
+    return e;
+}
+
 json_t *fhd_bench_read_metrics(bench_run *r) {
     size_t need = 0;
     r->api->metrics(r->L, NULL, 0, &need);
@@ -360,6 +412,13 @@ int fhd_bench_run(const bench_opts *o, bench_run *r, json_t *cfg, json_t *manife
         e = time_act(r, &d, g, 1, o->act_calls, &res->act1, &res->act1_p90);
     if (e == FHD_EXIT_OK)
         e = time_act(r, &d, g, 64, o->act_calls, &res->act64, &res->act64_p90);
+    /* 5. step's act on image observations (the greedy forward runs unless epsilon is 1) */
+    m = e == FHD_EXIT_OK ? fhd_bench_read_metrics(r) : NULL;
+    const double eps = json_number_value(json_object_get(m, "epsilon"));
+    json_decref(m);
+    if (e == FHD_EXIT_OK && json_object_get(cfg, "obs_shape") && eps < 1.0)
+        e = time_step_act(r, &d, g, cfg, manifest, envs, o->act_calls, &res->step_act,
+                          &res->step_act_p90);
     free_data(&d);
     res->flops = fhd_host_bench_flops(g);
     return e;

@@ -29,6 +29,9 @@ typedef struct bench_result {
     double cpu_med;
     double us_min, us_p10, us_med, us_p90, us_max;
     double act1, act1_p90, act64, act64_p90;
+    /* image configs: step() without a transition on every env's stack moved on by one frame
+     * (the observations step acts on, in; greedy actions out); 0 where not measured */
+    double step_act, step_act_p90;
     double flops;
     fhd_train_stats last;
 } bench_result;

@@ -1,5 +1,5 @@
-/* frames.cu - input conversion, uint8 replay append, frame-replay scatter and kills (see
- * frames.cuh). */
+/* frames.cu - input conversion, uint8 replay append, frame-replay scatter and kills, and act's
+ * gather of observations from the ring (see frames.cuh). */
 #include "common.cuh"
 #include "frames.cuh"
 #include "tree_set.cuh"
@@ -107,11 +107,40 @@ cudaError_t fhd__cuda_frames_kill(uint64_t *nodes, uint32_t leaves, uint64_t N, 
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph capture:
  * the act graph holds the conversion). */
+__global__ void fhd_frames_gather_kernel(unsigned char *dst, const unsigned char *frames,
+                                         const uint64_t *ids, uint32_t nf, uint64_t M,
+                                         uint64_t fbytes) {
+    for (uint32_t f = blockIdx.x; f < nf; f += gridDim.x) {
+        const unsigned char *src = frames + (ids[f] % M) * fbytes;
+        unsigned char *out = dst + (uint64_t)f * fbytes;
+        if (fbytes % 16 == 0) { /* rows of whole 16-byte words: both sides aligned */
+            const uint4 *s4 = reinterpret_cast<const uint4 *>(src);
+            uint4 *o4 = reinterpret_cast<uint4 *>(out);
+            for (uint64_t i = threadIdx.x; i < fbytes / 16; i += blockDim.x)
+                o4[i] = s4[i];
+        } else {
+            for (uint64_t i = threadIdx.x; i < fbytes; i += blockDim.x)
+                out[i] = src[i];
+        }
+    }
+}
+
+cudaError_t fhd__cuda_frames_gather(void *dst, const void *frames, const uint64_t *ids, uint32_t n,
+                                    uint32_t k, uint64_t M, uint64_t fbytes, cudaStream_t stream) {
+    const uint32_t nf = n * k;
+    const unsigned g = nf < 2 ? 2u : (nf > 4096 ? 4096u : nf);
+    fhd_frames_gather_kernel<<<g, 128, 0, stream>>>(static_cast<unsigned char *>(dst),
+                                                     static_cast<const unsigned char *>(frames),
+                                                     ids, nf, M, fbytes);
+    return cudaGetLastError();
+}
+
 cudaError_t fhd__cuda_frames_preload(void) {
     cudaFuncAttributes fa;
     const void *k[] = {(const void *)fhd_convert_kernel, (const void *)fhd_replay_add_u8_kernel,
                        (const void *)fhd_frames_scatter_kernel,
-                       (const void *)fhd_frames_kill_kernel};
+                       (const void *)fhd_frames_kill_kernel,
+                       (const void *)fhd_frames_gather_kernel};
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         cudaError_t e = cudaFuncGetAttributes(&fa, k[i]);
         if (e != cudaSuccess)

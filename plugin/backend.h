@@ -21,7 +21,7 @@
 #include "foxhunt_dqn.h"
 #include "layout.h"
 
-#define FHD_BACKEND_OPS_VERSION 3u
+#define FHD_BACKEND_OPS_VERSION 4u
 
 typedef struct fhd__backend fhd__backend; /* opaque, one per learner */
 struct fhd__comm;                         /* plugin/dist.h */
@@ -192,6 +192,13 @@ typedef struct fhd__backend_ops {
      * one draw of world * batch_size, and every checksum_interval updates the parameters'
      * checksums are compared (docs/design.md section 10). Called once, before any update. */
     int32_t (*set_comm)(fhd__backend *b, const struct fhd__comm *comm);
+
+    /* (optional; NULL: step() acts on the host's rows) q_values of n observations already in
+     * the frame-once replay's ring, row i the frames ids[i k .. i k + k) (frame_add's ids,
+     * still stored): the same results as q_values / q_values_u8 on those rows, without sending
+     * them again. FHD_ERR_INVALID_ARGUMENT for an id the ring no longer holds. */
+    int32_t (*q_values_frames)(fhd__backend *b, uint32_t n, const uint64_t *ids, float *q,
+                               int32_t *greedy);
 } fhd__backend_ops;
 
 /* The CPU reference backend (plugin/cpu). */

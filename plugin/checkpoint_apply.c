@@ -50,6 +50,7 @@ static int32_t reset_replay(load_ctx *c, uint64_t updates, uint64_t skipped) {
     if (rc == FHD_ERR_OUT_OF_MEMORY)
         return failf(c, rc, "out of memory");
     L->have_prev = 0;
+    fhd__frames_forget(L);
     fhd__backend_scalars bs = {updates, 0, 0, fhd__prio_quantize(1.0), skipped};
     if (rc == FHD_OK)
         rc = L->ops->set_scalars(L->be, &bs);
@@ -106,6 +107,7 @@ int32_t fhd__ck_apply(load_ctx *c) {
             }
         }
         L->have_prev = s->have_prev;
+        fhd__frames_forget(L); /* the loaded last_frame ids are not known to be prev_obs's */
     } else {
         rc = reset_replay(c, s->updates, s->skipped);
         if (rc != FHD_OK)

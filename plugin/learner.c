@@ -69,7 +69,10 @@ static int alloc_all(fhd_learner *L) {
     L->last_frame = malloc(sizeof(uint64_t) * E * k);
     for (size_t i = 0; L->last_frame && i < E * k; i++)
         L->last_frame[i] = FHD_FRAME_NONE;
-    return L->st_obs && L->st_act && L->st_rew && L->st_head && L->st_len && L->em_obs &&
+    L->frame_ids = calloc(k, sizeof(uint64_t));
+    L->frame_stored = calloc(E, 1);
+    L->obs_known = calloc(E, 1);
+    return L->frame_ids && L->frame_stored && L->obs_known && L->st_obs && L->st_act && L->st_rew && L->st_head && L->st_len && L->em_obs &&
            L->em_next && L->em_ret && L->em_disc && L->em_act && L->prev_obs && L->prev_act &&
            L->ep_return && L->ep_len && L->greedy && L->tb_disc && L->tb_w && L->next_rows &&
            L->st_id && L->em_obs_id && L->em_next_id && L->last_frame;
@@ -98,6 +101,9 @@ static void free_all(fhd_learner *L) {
     free(L->em_obs_id);
     free(L->em_next_id);
     free(L->last_frame);
+    free(L->frame_ids);
+    free(L->frame_stored);
+    free(L->obs_known);
 }
 
 void fhd__learner_destroy(fhd_learner *L) {

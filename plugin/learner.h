@@ -51,7 +51,12 @@ struct fhd_learner {
     uint32_t fk;                      /* frame ids per observation: frame_stack (or 1) */
     uint64_t *st_id;                  /* (E, n, fk) frame ids of each staged obs */
     uint64_t *em_obs_id, *em_next_id; /* (E n, fk) */
-    uint64_t *last_frame;             /* (E, fk) frame ids of each env's last next_obs, or NONE */
+    uint64_t *last_frame;             /* (E, fk) frame ids of each env's last next_obs, or NONE;
+                                       * after step() the ids of its obs */
+    uint64_t *frame_ids;              /* (fk) scratch of fhd__frames_current */
+    uint8_t *frame_stored;            /* (E) step(): the env's obs is in the ring already */
+    uint8_t *obs_known;               /* (E) 1: last_frame holds the ids of prev_obs (set by
+                                       * step, cleared by an ingest of the env and by loads) */
 
     /* step(): the previous call's observations and actions */
     unsigned char *prev_obs; /* (E, S), the learner's dtype */
@@ -147,14 +152,25 @@ void fhd__learner_destroy(fhd_learner *L);
 int32_t fhd__learner_act(fhd_learner *L, const fhd_act_args *a);
 int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t);
 /* Greedy (explore 0) or epsilon-greedy actions (n, D) for n validated rows of obs; q (n, KT)
- * receives the Q-values when not NULL. Exploring advances the act-call counter. */
-int32_t fhd__choose_actions(fhd_learner *L, uint32_t n, const unsigned char *obs, int32_t *actions,
-                            float *q, int explore);
+ * receives the Q-values when not NULL. ids (n, fk), or NULL: the rows' frame ids in the frame
+ * ring, which the backend reads instead of the rows where it can. Exploring advances the
+ * act-call counter. */
+int32_t fhd__choose_actions(fhd_learner *L, uint32_t n, const unsigned char *obs,
+                            const uint64_t *ids, int32_t *actions, float *q, int explore);
+/* step() with the frame-once replay: every env's obs (E rows) in the ring and last_frame its
+ * ids. stored[e] says the ingest left them there (the env's next_obs was this obs); the other
+ * envs' obs are added now (the hint reuses or shifts their last frames), so the next ingest
+ * finds them (its obs equals the hint). */
+int32_t fhd__frames_current(fhd_learner *L, const unsigned char *obs, const uint8_t *stored);
+/* No env's last_frame is known to be its prev_obs any more (checkpoint loads). */
+void fhd__frames_forget(fhd_learner *L);
 /* Validated transitions (E envs) -> n-step accumulators -> replay; envs with valid[e] == 0
- * (valid may be NULL) take no part. next_rows[e] is env e's next observation. */
+ * (valid may be NULL) take no part. next_rows[e] is env e's next observation. known (step's
+ * obs = prev_obs): with the frame-once replay an env whose obs_known is set takes its obs ids
+ * from last_frame instead of frame_add comparing the bytes again. */
 int32_t fhd__ingest(fhd_learner *L, const unsigned char *obs, const int32_t *act, const float *rew,
                     const unsigned char *const *next_rows, const uint8_t *term,
-                    const uint8_t *trunc, const uint8_t *valid);
+                    const uint8_t *trunc, const uint8_t *valid, int known);
 
 /* learner_train.c */
 int32_t fhd__learner_train(fhd_learner *L, uint32_t n, fhd_train_stats *st);

@@ -9,9 +9,10 @@
 
 /* ---- act -------------------------------------------------------------------------------- */
 
-/* Greedy or epsilon-greedy actions for n rows of obs (validated). */
-int32_t fhd__choose_actions(fhd_learner *L, uint32_t n, const unsigned char *obs, int32_t *actions,
-                            float *q, int explore) {
+/* Greedy or epsilon-greedy actions for n rows of obs (validated); with ids (n, fk) the same
+ * rows' frame ids in the ring, read there where the backend can (q_values_frames). */
+int32_t fhd__choose_actions(fhd_learner *L, uint32_t n, const unsigned char *obs,
+                            const uint64_t *ids, int32_t *actions, float *q, int explore) {
     const fhd__layout *lo = &L->lo;
     const uint32_t D = lo->D;
     const float eps = explore ? fhd__epsilon(&L->cfg, L->env_steps) : 0.0f;
@@ -24,7 +25,9 @@ int32_t fhd__choose_actions(fhd_learner *L, uint32_t n, const unsigned char *obs
             const unsigned char *rows = obs + (size_t)r0 * L->ob;
             float *qr = q ? q + (size_t)r0 * lo->KT : NULL;
             int32_t rc =
-                L->cfg.obs_dtype == FHD_OBS_UINT8
+                ids && L->ops->q_values_frames
+                    ? L->ops->q_values_frames(L->be, m, ids + (size_t)r0 * L->fk, qr, L->greedy)
+                : L->cfg.obs_dtype == FHD_OBS_UINT8
                     ? L->ops->q_values_u8(L->be, m, rows, qr, L->greedy)
                     : L->ops->q_values(L->be, m, (const float *)(const void *)rows, qr, L->greedy);
             if (rc != FHD_OK)
@@ -66,7 +69,7 @@ int32_t fhd__learner_act(fhd_learner *L, const fhd_act_args *a) {
         return fhd__fail(L, FHD_ERR_INVALID_ARGUMENT, "act: explore is %u; allowed: 0 or 1",
                          a->explore);
     FHD__TRY(fhd__check_obs_rows(L, obs, a->num_obs, NULL, "act", "obs", "observation"));
-    return fhd__choose_actions(L, a->num_obs, obs, a->actions, a->q_values, (int)a->explore);
+    return fhd__choose_actions(L, a->num_obs, obs, NULL, a->actions, a->q_values, (int)a->explore);
 }
 
 /* ---- observe: n-step accumulation ------------------------------------------------------- */
@@ -103,7 +106,7 @@ static void emit(fhd_learner *L, uint32_t e, uint32_t j, const unsigned char *ne
  * be NULL) take no part: nothing stored, their stream and episode unchanged. */
 int32_t fhd__ingest(fhd_learner *L, const unsigned char *obs, const int32_t *act, const float *rew,
                     const unsigned char *const *next_rows, const uint8_t *term,
-                    const uint8_t *trunc, const uint8_t *valid) {
+                    const uint8_t *trunc, const uint8_t *valid, int known) {
     const uint32_t E = L->E, D = L->lo.D, n = L->n;
     const size_t ob = (size_t)L->ob;
     uint32_t count = 0, stepped = 0;
@@ -115,8 +118,13 @@ int32_t fhd__ingest(fhd_learner *L, const unsigned char *obs, const int32_t *act
         uint32_t slot = (L->st_head[e] + L->st_len[e]) % n;
         if (L->frames) { /* s: the last next_obs when it is the same; s': s shifted on */
             uint64_t *ids = L->st_id + ((size_t)e * n + slot) * L->fk;
-            int32_t rc = L->ops->frame_add(L->be, obs + (size_t)e * ob,
-                                           L->last_frame + (size_t)e * L->fk, ids);
+            int32_t rc = FHD_OK;
+            if (known && L->obs_known[e]) /* the bytes step stored them from (prev_obs) */
+                memcpy(ids, L->last_frame + (size_t)e * L->fk, sizeof(uint64_t) * L->fk);
+            else
+                rc = L->ops->frame_add(L->be, obs + (size_t)e * ob,
+                                       L->last_frame + (size_t)e * L->fk, ids);
+            L->obs_known[e] = 0;
             if (rc == FHD_OK)
                 rc = L->ops->frame_add(L->be, next_rows[e], ids, L->last_frame + (size_t)e * L->fk);
             if (rc != FHD_OK)
@@ -170,6 +178,27 @@ int32_t fhd__ingest(fhd_learner *L, const unsigned char *obs, const int32_t *act
     return FHD_OK;
 }
 
+int32_t fhd__frames_current(fhd_learner *L, const unsigned char *obs, const uint8_t *stored) {
+    const size_t k = L->fk, ob = (size_t)L->ob;
+    uint64_t *ids = L->frame_ids;
+    for (uint32_t e = 0; e < L->E; e++) {
+        if (stored[e])
+            continue;
+        uint64_t *last = L->last_frame + (size_t)e * k;
+        int32_t rc = L->ops->frame_add(L->be, obs + (size_t)e * ob, last, ids);
+        if (rc != FHD_OK)
+            return fhd__backend_fail(L, rc, "step");
+        memcpy(last, ids, sizeof(uint64_t) * k);
+    }
+    memset(L->obs_known, 1, L->E); /* step copies obs into prev_obs next */
+    return FHD_OK;
+}
+
+void fhd__frames_forget(fhd_learner *L) {
+    if (L->obs_known)
+        memset(L->obs_known, 0, L->E);
+}
+
 int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t) {
     const unsigned char *obs, *next;
     FHD__TRY(fhd__check_struct(L, t, FHD_TRANSITIONS_SIZE_V1_0, "observe", "transitions"));
@@ -199,5 +228,5 @@ int32_t fhd__learner_observe(fhd_learner *L, const fhd_transitions *t) {
     for (uint32_t e = 0; e < E; e++)
         L->next_rows[e] = next + (size_t)e * L->ob;
     return fhd__ingest(L, obs, t->actions, t->rewards, L->next_rows, t->terminated, t->truncated,
-                       valid);
+                       valid, 0);
 }

@@ -191,7 +191,7 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
         }
         const uint64_t before = L->env_steps;
         int32_t rc = fhd__ingest(L, L->prev_obs, L->prev_act, a->rewards, L->next_rows,
-                                 a->terminated, a->truncated, valid);
+                                 a->terminated, a->truncated, valid, 1);
         if (rc != FHD_OK)
             return rc;
         /* schedule: gradient_steps updates per train_freq env steps after learning_starts */
@@ -204,7 +204,21 @@ int32_t fhd__learner_step(fhd_learner *L, const fhd_step_args *a) {
                 return trained;
         }
     }
-    int32_t rc = fhd__choose_actions(L, E, obs, a->actions, NULL, 1);
+    /* with the frame-once replay the obs are in the frame ring (most already by the ingest):
+     * act reads them there where the backend can */
+    const uint64_t *ids = NULL;
+    if (L->frames) {
+        for (uint32_t e = 0; e < E; e++) {
+            const int ok = has_transition && (!valid || valid[e]);
+            const int done = ok && (a->terminated[e] || a->truncated[e]);
+            L->frame_stored[e] = ok && !(done && final_obs);
+        }
+        int32_t rc = fhd__frames_current(L, obs, L->frame_stored);
+        if (rc != FHD_OK)
+            return rc;
+        ids = L->last_frame;
+    }
+    int32_t rc = fhd__choose_actions(L, E, obs, ids, a->actions, NULL, 1);
     if (rc != FHD_OK)
         return rc;
     memcpy(L->prev_obs, obs, ob * E);

@@ -350,6 +350,25 @@ static void run(const char *name, const char *json, const char *tune) {
         qsort(v, 101, sizeof v[0], cmp_double);
         al[k] = v[50];
     }
+    /* image configs: act on 64 observations already in the frame ring (q_values_frames: ids
+     * up, rows gathered on the device), the latency without the observations' bytes */
+    double ring64 = 0;
+    if (L->frames && L->ops->q_values_frames) {
+        uint64_t fc[3], ids[64 * 16];
+        const uint32_t k = L->fk;
+        must(L, L->ops->read(L->be, FHD_STATE_FRAME_COUNTERS, 0, 3, fc), "read");
+        const int ok = k <= 16 && fc[0] >= 64ull * k;
+        for (uint32_t i = 0; ok && i < 64 * k; i++)
+            ids[i] = fc[0] - 1 - i;
+        double v[101] = {0};
+        for (int r = 0; r < 101 && ok; r++) {
+            const double t0 = ct_now();
+            must(L, L->ops->q_values_frames(L->be, 64, ids, NULL, act), "q_values_frames");
+            v[r] = (ct_now() - t0) * 1e6;
+        }
+        qsort(v, 101, sizeof v[0], cmp_double);
+        ring64 = v[50];
+    }
     fhd__update_stats us;
     L->ops->latest_stats(L->be, &us);
     /* a module built before the fact existed answers fewer: -1 */
@@ -366,9 +385,9 @@ static void run(const char *name, const char *json, const char *tune) {
     describe_value(L, "\"us_after\":", us_after, sizeof us_after);
     describe_value(L, "\"us_own\":", us_own, sizeof us_own);
     printf("%-8s %10.1f %10.1f %12.0f %8u %10.1f %10.1f  loss %.4g  tuned GEMMs %lld  "
-           "autotune %s %s ms (create %.0f ms, cache %s)  metric %s/s  (%s)  head dW %s by %s (%s / %s us)\n",
+           "autotune %s %s ms (create %.0f ms, cache %s)  metric %s/s  (%s)  head dW %s by %s (%s / %s us)  act 64 from the frame ring %.1f us\n",
            name, t[3], t[0], 1e6 / t[3], n, al[0], al[1], us.loss, tuned, tune ? tune : "default",
-           tune_ms, create_ms, tune_cache, exec_rate, L->ops->device_name(L->be), branch, by, us_after, us_own);
+           tune_ms, create_ms, tune_cache, exec_rate, L->ops->device_name(L->be), branch, by, us_after, us_own, ring64);
     fflush(stdout);
     free(obs);
     free(act);

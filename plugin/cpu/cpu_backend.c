@@ -574,4 +574,5 @@ const fhd__backend_ops fhd__cpu_backend_ops = {
     fhd__cpu_frame_add,
     fhd__cpu_replay_add_ids,
     fhd__cpu_set_comm,
+    NULL, /* q_values_frames: the host's rows are where the frames are */
 };

@@ -15,6 +15,21 @@
 #include "cuda_internal.h"
 #include "frames.cuh"
 
+void fhd__cuda_act_plans_clear(fhd__act_plans *p) {
+    for (uint32_t l = 0; l < FHD_MAXL; l++)
+        if (p->fwd[l].ready || p->fwd[l].desc)
+            fhd__gemm_destroy(&p->fwd[l]);
+    for (uint32_t c = 0; c < FHD_MAX_CONV_LAYERS; c++)
+        if (p->cfwd[c].ready || p->cfwd[c].desc)
+            fhd__gemm_destroy(&p->cfwd[c]);
+    for (int k = 0; k < 4; k++)
+        if (p->exec[k / 2][k % 2]) {
+            cudaGraphExecDestroy(p->exec[k / 2][k % 2]);
+            p->exec[k / 2][k % 2] = NULL;
+        }
+    p->rows = 0;
+}
+
 /* Forward plans of the act path for `rows` rows (cached by row count). */
 static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
     for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++)
@@ -24,18 +39,7 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
         }
     fhd__act_plans *p = &b->act_cache[b->act_cache_next];
     b->act_cache_next = (b->act_cache_next + 1) % FHD_CUDA_ACT_CACHE;
-    for (uint32_t l = 0; l < FHD_MAXL; l++)
-        if (p->fwd[l].ready || p->fwd[l].desc)
-            fhd__gemm_destroy(&p->fwd[l]);
-    for (uint32_t c = 0; c < FHD_MAX_CONV_LAYERS; c++)
-        if (p->cfwd[c].ready || p->cfwd[c].desc)
-            fhd__gemm_destroy(&p->cfwd[c]);
-    for (int k = 0; k < 2; k++)
-        if (p->exec[k]) {
-            cudaGraphExecDestroy(p->exec[k]);
-            p->exec[k] = NULL;
-        }
-    p->rows = 0;
+    fhd__cuda_act_plans_clear(p);
     const uint32_t L = b->lo.L;
     FHD_TRY(fhd__cuda_conv_act_plans(b, p->cfwd, rows));
     const float *x0 = b->lo.NC ? b->conv.act_flat : b->act_x; /* the linear torso's input */
@@ -59,9 +63,11 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
 }
 
 /* Everything one act chunk of p->rows rows does on the device, in stream order: sigma of the
- * normalised layers with the stored vectors, observations up from the pinned buffer, forward,
- * greedy actions (and Q values), results down into the pinned buffers. */
-static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, cudaStream_t s) {
+ * normalised layers with the stored vectors, observations up from the pinned buffer (frames:
+ * their ids up, the rows gathered from the ring), forward, greedy actions (and Q values),
+ * results down into the pinned buffers. */
+static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int frames, int want_q,
+                          cudaStream_t s) {
     const fhd__layout *lo = &b->lo;
     const uint32_t m = p->rows;
     if (b->has_sn)
@@ -70,18 +76,29 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
     FHD_TRY(fhd__cuda_bf16_record_act_weights(b, s)); /* bf16: before the first GEMM reads them */
     if (!p->fwd[lo->L].narrow)                        /* the padded head: the online one */
         FHD_TRY(fhd__cuda_head_pad_record(b, 1, s));
+    /* the raw rows: up from the pinned buffer, or gathered from the frame ring */
+    void *raw = g->u8 ? (void *)g->act_x8 : (void *)b->act_x;
+    if (frames) {
+        FHD_CK(b, cudaMemcpyAsync(g->act_ids, g->h_act_ids, sizeof(uint64_t) * m * g->k,
+                                  cudaMemcpyHostToDevice, s));
+        FHD_CK(b, fhd__cuda_frames_gather(raw, g->d_frames, g->act_ids, m, g->k, g->M, g->fbytes,
+                                          s));
+    }
     if (lo->NC) { /* raw rows up; the conv torso's first im2col converts and scales them */
-        void *x = g->u8 ? (void *)g->act_x8 : (void *)b->act_x;
-        FHD_CK(b, cudaMemcpyAsync(x, b->h_act_obs, (size_t)m * lo->S * (g->u8 ? 1 : sizeof(float)),
-                                  cudaMemcpyHostToDevice, s));
-        FHD_TRY(fhd__cuda_conv_record_act(b, p->cfwd, x, m, s));
+        if (!frames)
+            FHD_CK(b, cudaMemcpyAsync(raw, b->h_act_obs,
+                                      (size_t)m * lo->S * (g->u8 ? 1 : sizeof(float)),
+                                      cudaMemcpyHostToDevice, s));
+        FHD_TRY(fhd__cuda_conv_record_act(b, p->cfwd, raw, m, s));
     } else if (g->u8) { /* m rows of S bytes up, then the floats layer 0 reads (cuda_frames.h) */
-        FHD_CK(b, cudaMemcpyAsync(g->act_x8, b->h_act_obs, (size_t)m * lo->S,
-                                  cudaMemcpyHostToDevice, s));
+        if (!frames)
+            FHD_CK(b, cudaMemcpyAsync(g->act_x8, b->h_act_obs, (size_t)m * lo->S,
+                                      cudaMemcpyHostToDevice, s));
         FHD_CK(b, fhd__cuda_convert(b->act_x, g->act_x8, 1, (uint64_t)m * lo->S, g->scale, s));
     } else {
-        FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * lo->S,
-                                  cudaMemcpyHostToDevice, s));
+        if (!frames)
+            FHD_CK(b, cudaMemcpyAsync(b->act_x, b->h_act_obs, sizeof(float) * m * lo->S,
+                                      cudaMemcpyHostToDevice, s));
         if (g->cvt) /* obs_scale != 1, in place */
             FHD_CK(b, fhd__cuda_convert(b->act_x, b->act_x, 0, (uint64_t)m * lo->S, g->scale, s));
     }
@@ -118,24 +135,27 @@ static int32_t record_act(fhd__backend *b, const fhd__act_plans *p, int want_q, 
     return FHD_OK;
 }
 
-/* The act graph of p for want_q, captured on first use (one launch instead of seven or more:
- * the host-to-host latency of a small act is mostly launch overhead). */
-static int32_t act_graph(fhd__backend *b, fhd__act_plans *p, int want_q, cudaGraphExec_t *out) {
-    if (p->exec[want_q]) {
-        *out = p->exec[want_q];
+/* The act graph of p for its input (host rows or frames) and want_q, captured on first use (one
+ * launch instead of seven or more: the host-to-host latency of a small act is mostly launch
+ * overhead). */
+static int32_t act_graph(fhd__backend *b, fhd__act_plans *p, int frames, int want_q,
+                         cudaGraphExec_t *out) {
+    cudaGraphExec_t *slot = &p->exec[frames][want_q];
+    if (*slot) {
+        *out = *slot;
         return FHD_OK;
     }
     cudaStream_t s = b->s_main;
     FHD_CK(b, cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    int32_t rc = record_act(b, p, want_q, s);
+    int32_t rc = record_act(b, p, frames, want_q, s);
     cudaGraph_t g = NULL;
     cudaError_t e = cudaStreamEndCapture(s, &g);
     if (rc == FHD_OK && e != cudaSuccess)
         rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaStreamEndCapture (act graph)");
     if (rc == FHD_OK) {
-        e = cudaGraphInstantiate(&p->exec[want_q], g, 0);
+        e = cudaGraphInstantiate(slot, g, 0);
         if (e != cudaSuccess) {
-            p->exec[want_q] = NULL;
+            *slot = NULL;
             rc = fhd__cuda_fail(b, e, __FILE__, __LINE__, "cudaGraphInstantiate (act graph)");
         }
     }
@@ -145,24 +165,30 @@ static int32_t act_graph(fhd__backend *b, fhd__act_plans *p, int want_q, cudaGra
         (void)cudaGetLastError();
         return rc;
     }
-    *out = p->exec[want_q];
+    *out = *slot;
     return FHD_OK;
 }
 
-/* Observation rows of rb bytes (S floats, or S bytes for uint8), in chunks of act_rows. */
+/* Observation rows of rb bytes (S floats, or S bytes for uint8), in chunks of act_rows; or
+ * (ids != NULL) rows of k frame ids in the ring. */
 static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *obs, size_t rb,
-                             float *q, int32_t *greedy) {
+                             const uint64_t *ids, float *q, int32_t *greedy) {
     const fhd__layout *lo = &b->lo;
-    const uint32_t D = lo->D, KT = lo->KT;
-    const int want_q = q != NULL;
+    const uint32_t D = lo->D, KT = lo->KT, k = b->img->k;
+    const int want_q = q != NULL, frames = ids != NULL;
     FHD_CK(b, cudaSetDevice(b->device));
+    if (frames)
+        FHD_TRY(fhd__cuda_img_flush(b)); /* the ring holds every frame added so far */
     for (uint32_t r0 = 0; r0 < n; r0 += b->act_rows) {
         const uint32_t m = n - r0 < b->act_rows ? n - r0 : b->act_rows;
         fhd__act_plans *p = NULL;
         FHD_TRY(act_plans(b, m, &p));
         cudaGraphExec_t exec = NULL;
-        FHD_TRY(act_graph(b, p, want_q, &exec));
-        memcpy(b->h_act_obs, obs + (size_t)r0 * rb, rb * m);
+        FHD_TRY(act_graph(b, p, frames, want_q, &exec));
+        if (frames) /* the previous chunk's graph, which read them, is complete */
+            memcpy(b->img->h_act_ids, ids + (size_t)r0 * k, sizeof(uint64_t) * m * k);
+        else
+            memcpy(b->h_act_obs, obs + (size_t)r0 * rb, rb * m);
         FHD_CK(b, cudaGraphLaunch(exec, b->s_main));
         FHD_TRY(fhd__cuda_sync(b, b->s_main));
         if (greedy)
@@ -175,12 +201,26 @@ static int32_t q_values_rows(fhd__backend *b, uint32_t n, const unsigned char *o
 
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy) {
-    return q_values_rows(b, n, (const unsigned char *)obs, sizeof(float) * b->lo.S, q, greedy);
+    return q_values_rows(b, n, (const unsigned char *)obs, sizeof(float) * b->lo.S, NULL, q,
+                         greedy);
 }
 
 int32_t fhd__cuda_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
                               int32_t *greedy) {
-    return q_values_rows(b, n, obs, b->lo.S, q, greedy);
+    return q_values_rows(b, n, obs, b->lo.S, NULL, q, greedy);
+}
+
+int32_t fhd__cuda_q_values_frames(fhd__backend *b, uint32_t n, const uint64_t *ids, float *q,
+                                  int32_t *greedy) {
+    if (!b->img->frames)
+        return fhd__cuda_failf(b, FHD_ERR_INTERNAL, "q_values_frames: the config has no obs_shape");
+    const uint64_t nk = (uint64_t)n * b->img->k;
+    for (uint64_t i = 0; i < nk; i++)
+        if (!fhd__cuda_img_stored(b, ids[i]))
+            return fhd__cuda_failf(b, FHD_ERR_INVALID_ARGUMENT,
+                                   "act: frame id %llu (row %llu) is not in the frame ring",
+                                   (unsigned long long)ids[i], (unsigned long long)(i / b->img->k));
+    return q_values_rows(b, n, NULL, 0, ids, q, greedy);
 }
 
 int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,

@@ -90,6 +90,8 @@ static void plan_buffers(fhd__backend *b, alloc_plan *p) {
         plan_add(p, &g->readback, g->fbytes, MEM_PINNED, 0);
         plan_add(p, &g->h_ts[0], g->ts_bytes, MEM_PINNED, 0);
         plan_add(p, &g->h_ts[1], g->ts_bytes, MEM_PINNED, 0);
+        plan_add(p, &g->act_ids, R * g->k * 8, MEM_DEVICE, G_ACT);
+        plan_add(p, &g->h_act_ids, R * g->k * 8, MEM_PINNED, 0);
     }
     if (g->cvt)
         plan_add(p, &g->x_conv, 2 * B * S * f, MEM_DEVICE, G_ACT);

@@ -314,6 +314,10 @@ static int alive(const fhd__cuda_img *g, uint64_t id) {
     return id < g->fc[0] && id + g->M >= g->fc[0]; /* ids [fc0 - M, fc0) are stored */
 }
 
+int fhd__cuda_img_stored(const fhd__backend *b, uint64_t id) {
+    return alive(b->img, id);
+}
+
 /* Transitions numbered below x die (lo <= x <= T); the device's leaves follow at the flush. */
 static void kill_below(fhd__backend *b, uint64_t x) {
     fhd__cuda_img *g = b->img;

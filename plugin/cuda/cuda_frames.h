@@ -49,6 +49,7 @@ struct fhd__cuda_img {
     int ts_cur;
     uint64_t t_sent, lo_sent; /* T and lo as the device has them */
     void *d_frames;
+    uint64_t *act_ids, *h_act_ids; /* (R, k) device and pinned: q_values_frames's ids */
     uint64_t *d_t_obs, *d_t_next, *d_first_live;
     unsigned char *d_ts;
 };

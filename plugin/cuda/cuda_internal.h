@@ -110,13 +110,13 @@ static inline const void *fhd__elem_at(const void *p, uint64_t n, int bf16) {
 /* ---- the backend ------------------------------------------------------------------------- */
 
 /* The act path for one row count: its GEMM plans and, captured on first use, one graph per
- * output set (greedy actions only, or Q values too) holding the whole call: spectral-norm
- * sigmas, upload, forward, head, download. */
+ * input (host rows, or frames in the ring) and output set (greedy actions only, or Q values
+ * too) holding the whole call: spectral-norm sigmas, upload, forward, head, download. */
 typedef struct fhd__act_plans {
     uint32_t rows; /* 0: empty */
     fhd__gemm fwd[FHD_MAXL];
     fhd__gemm cfwd[FHD_MAX_CONV_LAYERS]; /* the conv layers' forwards (cuda_conv.cpp) */
-    cudaGraphExec_t exec[2]; /* [want_q] */
+    cudaGraphExec_t exec[2][2]; /* [frames: the rows gathered from the ring][want_q] */
 } fhd__act_plans;
 
 /* The convolutional torso (cuda_conv.cpp; NC = 0: none). Shapes: rows_on online images, B
@@ -436,10 +436,16 @@ int32_t fhd__cuda_prune_record_mask(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_prune_record_select(fhd__backend *b, cudaStream_t s);
 int32_t fhd__cuda_prune_after_write(fhd__backend *b, int kind, uint64_t offset);
 /* cuda_act.cpp */
+/* Free an act cache entry's GEMM plans and graphs; leaves it empty (rows 0). */
+void fhd__cuda_act_plans_clear(fhd__act_plans *p);
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy);
 int32_t fhd__cuda_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,
                               int32_t *greedy);
+/* backend.h's q_values_frames: the ids checked, the pending frames sent, then the act graph's
+ * frames form (the rows gathered from the ring) */
+int32_t fhd__cuda_q_values_frames(fhd__backend *b, uint32_t n, const uint64_t *ids, float *q,
+                                  int32_t *greedy);
 int32_t fhd__cuda_replay_append(fhd__backend *b, uint32_t n, const float *obs,
                                 const int32_t *actions, const float *returns,
                                 const float *next_obs, const float *disc);
@@ -461,6 +467,8 @@ int32_t fhd__cuda_replay_append_u8(fhd__backend *b, uint32_t n, const uint8_t *o
                                    const uint8_t *next_obs, const float *disc);
 int32_t fhd__cuda_frame_add(fhd__backend *b, const void *row, const uint64_t *hint,
                             uint64_t *ids);
+/* 1: frame id is in the ring (added, not yet overwritten) */
+int fhd__cuda_img_stored(const fhd__backend *b, uint64_t id);
 int32_t fhd__cuda_replay_add_ids(fhd__backend *b, uint32_t n, const uint64_t *obs_ids,
                                  const int32_t *actions, const float *returns,
                                  const uint64_t *next_ids, const float *disc);

@@ -43,17 +43,8 @@ static void cuda_destroy(fhd__backend *b) {
     if (b->bwd_dw0b.ready || b->bwd_dw0b.desc)
         fhd__gemm_destroy(&b->bwd_dw0b);
     fhd__cuda_conv_destroy(b);
-    for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++) {
-        for (uint32_t l = 0; l < FHD_MAXL; l++)
-            if (b->act_cache[i].fwd[l].ready || b->act_cache[i].fwd[l].desc)
-                fhd__gemm_destroy(&b->act_cache[i].fwd[l]);
-        for (uint32_t c = 0; c < FHD_MAX_CONV_LAYERS; c++)
-            if (b->act_cache[i].cfwd[c].ready || b->act_cache[i].cfwd[c].desc)
-                fhd__gemm_destroy(&b->act_cache[i].cfwd[c]);
-        for (int k = 0; k < 2; k++)
-            if (b->act_cache[i].exec[k])
-                cudaGraphExecDestroy(b->act_cache[i].exec[k]);
-    }
+    for (uint32_t i = 0; i < FHD_CUDA_ACT_CACHE; i++)
+        fhd__cuda_act_plans_clear(&b->act_cache[i]);
     if (b->lt)
         cublasLtDestroy(b->lt);
     fhd__cuda_free_buffers(b); /* every buffer, through the list that allocated it */
@@ -407,6 +398,11 @@ static int32_t op_replay_add_ids(fhd__backend *b, uint32_t n, const uint64_t *ob
     FHD_TRY(fhd__cuda_alive(b));
     return fhd__cuda_replay_add_ids(b, n, obs_ids, actions, returns, next_ids, disc);
 }
+static int32_t op_q_values_frames(fhd__backend *b, uint32_t n, const uint64_t *ids, float *q,
+                                  int32_t *greedy) {
+    FHD_TRY(fhd__cuda_alive(b));
+    return fhd__cuda_q_values_frames(b, n, ids, q, greedy);
+}
 static const fhd__backend_ops cuda_ops = {
     FHD_BACKEND_OPS_VERSION,
     "cuda",
@@ -435,6 +431,7 @@ static const fhd__backend_ops cuda_ops = {
 #else
     nullptr, /* set_comm: built without NCCL, distributed is refused (backend_loader.c) */
 #endif
+    op_q_values_frames,
 };
 
 extern "C" __attribute__((visibility("default"))) const fhd__backend_ops *
