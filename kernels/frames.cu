@@ -107,19 +107,24 @@ cudaError_t fhd__cuda_frames_kill(uint64_t *nodes, uint32_t leaves, uint64_t N, 
 
 /* Load this file's kernels now (lazy module loading must not happen inside a graph capture:
  * the act graph holds the conversion). */
+#define GATHER_PIECE 2048 /* bytes of a frame one block copies */
+
 __global__ void fhd_frames_gather_kernel(unsigned char *dst, const unsigned char *frames,
-                                         const uint64_t *ids, uint32_t nf, uint64_t M,
-                                         uint64_t fbytes) {
-    for (uint32_t f = blockIdx.x; f < nf; f += gridDim.x) {
+                                         const uint64_t *ids, uint32_t nf, uint32_t pieces,
+                                         uint64_t M, uint64_t fbytes) {
+    const uint64_t total = (uint64_t)nf * pieces;
+    for (uint64_t b = blockIdx.x; b < total; b += gridDim.x) {
+        const uint64_t f = b / pieces, p0 = (b % pieces) * GATHER_PIECE;
+        const uint64_t p1 = p0 + GATHER_PIECE < fbytes ? p0 + GATHER_PIECE : fbytes;
         const unsigned char *src = frames + (ids[f] % M) * fbytes;
-        unsigned char *out = dst + (uint64_t)f * fbytes;
+        unsigned char *out = dst + f * fbytes;
         if (fbytes % 16 == 0) { /* rows of whole 16-byte words: both sides aligned */
             const uint4 *s4 = reinterpret_cast<const uint4 *>(src);
             uint4 *o4 = reinterpret_cast<uint4 *>(out);
-            for (uint64_t i = threadIdx.x; i < fbytes / 16; i += blockDim.x)
+            for (uint64_t i = p0 / 16 + threadIdx.x; i < p1 / 16; i += blockDim.x)
                 o4[i] = s4[i];
         } else {
-            for (uint64_t i = threadIdx.x; i < fbytes; i += blockDim.x)
+            for (uint64_t i = p0 + threadIdx.x; i < p1; i += blockDim.x)
                 out[i] = src[i];
         }
     }
@@ -127,11 +132,12 @@ __global__ void fhd_frames_gather_kernel(unsigned char *dst, const unsigned char
 
 cudaError_t fhd__cuda_frames_gather(void *dst, const void *frames, const uint64_t *ids, uint32_t n,
                                     uint32_t k, uint64_t M, uint64_t fbytes, cudaStream_t stream) {
-    const uint32_t nf = n * k;
-    const unsigned g = nf < 2 ? 2u : (nf > 4096 ? 4096u : nf);
+    const uint32_t nf = n * k, pieces = (uint32_t)((fbytes + GATHER_PIECE - 1) / GATHER_PIECE);
+    const uint64_t blocks = (uint64_t)nf * pieces;
+    const unsigned g = blocks < 2 ? 2u : (blocks > 8192 ? 8192u : (unsigned)blocks);
     fhd_frames_gather_kernel<<<g, 128, 0, stream>>>(static_cast<unsigned char *>(dst),
                                                      static_cast<const unsigned char *>(frames),
-                                                     ids, nf, M, fbytes);
+                                                     ids, nf, pieces, M, fbytes);
     return cudaGetLastError();
 }
 

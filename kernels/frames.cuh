@@ -51,7 +51,8 @@ cudaError_t fhd__cuda_frames_kill(uint64_t *nodes, uint32_t leaves, uint64_t N, 
                                   uint64_t to, cudaStream_t stream);
 
 /* Observation rows from the ring for act: dst (n, k fbytes) bytes, row r's frame j the ring's
- * row ids[r k + j] mod M (frames (M, fbytes); the ids still stored). One block a frame. */
+ * row ids[r k + j] mod M (frames (M, fbytes); the ids still stored). One block a 2 KB piece
+ * of a frame. */
 cudaError_t fhd__cuda_frames_gather(void *dst, const void *frames, const uint64_t *ids, uint32_t n,
                                     uint32_t k, uint64_t M, uint64_t fbytes, cudaStream_t stream);
 

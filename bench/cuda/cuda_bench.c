@@ -253,6 +253,45 @@ static void print_update(const char *cfg, const char *mode, int p, int z) {
     fflush(stdout);
 }
 
+/* FHD_BENCH_TRACE=act: the kernels of one act on 64 observations from the frame ring (the
+ * last of four calls), each with its start, duration and the idle gap before it. */
+static void trace_act(const char *cfg, fhd_learner *L, const uint64_t *ids) {
+    int32_t act[64 * FHD_MAX_BRANCHES];
+    trace_n = 0;
+    if (cuptiActivityRegisterCallbacks(trace_buffer_requested, trace_buffer_completed) !=
+            CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+        printf("trace %s: CUPTI unavailable\n", cfg);
+        return;
+    }
+    for (int r = 0; r < 4; r++)
+        must(L, L->ops->q_values_frames(L->be, 64, ids, NULL, act), "q_values_frames");
+    cuptiActivityFlushAll(1);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    qsort(trace, (size_t)trace_n, sizeof trace[0], cmp_trace);
+    int heads[8], nh = 0; /* each call ends with its act head kernel */
+    for (int i = 0; i < trace_n && nh < 8; i++)
+        if (strstr(trace[i].name, "act_head"))
+            heads[nh++] = i;
+    if (nh < 2) {
+        printf("trace %s: %d act calls recorded, too few\n", cfg, nh);
+        return;
+    }
+    const int p = heads[nh - 2], z = heads[nh - 1];
+    const uint64_t t0 = trace[p + 1].start;
+    printf("trace %s (act, 64 rows from the frame ring): %.1f us from the first kernel to the "
+           "last's end\n", cfg, ((double)trace[z].end - (double)t0) / 1000.0);
+    uint64_t busy = t0;
+    for (int i = p + 1; i <= z; i++) {
+        const double gap = trace[i].start > busy ? (trace[i].start - busy) / 1000.0 : 0.0;
+        printf("  %8.2f %7.2f %7.2f  %.60s {%ux%u}\n", ((double)trace[i].start - (double)t0) / 1000.0,
+               (trace[i].end - trace[i].start) / 1000.0, gap, trace[i].name, trace[i].blocks,
+               trace[i].threads);
+        busy = trace[i].end > busy ? trace[i].end : busy;
+    }
+    fflush(stdout);
+}
+
 /* The value of "key": in the backend's describe() text, as text ("" when absent). */
 static void describe_value(fhd_learner *L, const char *key, char *out, size_t cap) {
     static char text[1 << 16];
@@ -292,7 +331,7 @@ static void run(const char *name, const char *json, const char *tune) {
             break;
         timed(L, 50);
     }
-    if (getenv("FHD_BENCH_TRACE")) {
+    if (getenv("FHD_BENCH_TRACE") && strcmp(getenv("FHD_BENCH_TRACE"), "act") != 0) {
         /* train(8): the steady state (batches sampled ahead); =single: eight train(1) calls,
          * each update sampling its own batch; =pairs: eight train(2) calls */
         const int single = strcmp(getenv("FHD_BENCH_TRACE"), "single") == 0;
@@ -368,6 +407,8 @@ static void run(const char *name, const char *json, const char *tune) {
         }
         qsort(v, 101, sizeof v[0], cmp_double);
         ring64 = v[50];
+        if (ok && getenv("FHD_BENCH_TRACE") && strcmp(getenv("FHD_BENCH_TRACE"), "act") == 0)
+            trace_act(name, L, ids);
     }
     fhd__update_stats us;
     L->ops->latest_stats(L->be, &us);

@@ -62,6 +62,11 @@ static int32_t act_plans(fhd__backend *b, uint32_t rows, fhd__act_plans **out) {
     return FHD_OK;
 }
 
+int32_t fhd__cuda_act_prepare(fhd__backend *b, uint32_t rows) {
+    fhd__act_plans *p = NULL;
+    return act_plans(b, rows < b->act_rows ? rows : b->act_rows, &p);
+}
+
 /* Everything one act chunk of p->rows rows does on the device, in stream order: sigma of the
  * normalised layers with the stored vectors, observations up from the pinned buffer (frames:
  * their ids up, the rows gathered from the ring), forward, greedy actions (and Q values),

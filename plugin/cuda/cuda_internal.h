@@ -438,6 +438,9 @@ int32_t fhd__cuda_prune_after_write(fhd__backend *b, int kind, uint64_t offset);
 /* cuda_act.cpp */
 /* Free an act cache entry's GEMM plans and graphs; leaves it empty (rows 0). */
 void fhd__cuda_act_plans_clear(fhd__act_plans *p);
+/* Plan the act path for `rows` rows (at most act_rows) now: at create, inside the autotune, so
+ * that its GEMMs are timed and cached like the update's (later row counts take the rule). */
+int32_t fhd__cuda_act_prepare(fhd__backend *b, uint32_t rows);
 int32_t fhd__cuda_q_values(fhd__backend *b, uint32_t n, const float *obs, float *q,
                            int32_t *greedy);
 int32_t fhd__cuda_q_values_u8(fhd__backend *b, uint32_t n, const uint8_t *obs, float *q,

@@ -447,8 +447,13 @@ int32_t fhd__cuda_prepare_kernels(fhd__backend *b) {
         rc = prepare_gemms(b);
     if (rc == FHD_OK) /* the head's dW branch: cached, or measured on the first updates */
         rc = fhd__cuda_branch_prepare(b);
-    fhd__autotune_end(b);
+    /* act's row counts of step (num_envs) and of one observation, tuned too (not plan records) */
     b->planning = 0;
+    if (rc == FHD_OK)
+        rc = fhd__cuda_act_prepare(b, b->cfg.num_envs);
+    if (rc == FHD_OK && b->cfg.num_envs != 1)
+        rc = fhd__cuda_act_prepare(b, 1);
+    fhd__autotune_end(b);
     FHD_TRY(rc);
     FHD_TRY(prepare_head_in_loss(b));
     return fhd__cuda_divmetrics_prepare(b);
