@@ -9,8 +9,8 @@
 
 #define CONV_THREADS 256
 #define DZ_LANES 32      /* channels a block works on at once: one per lane */
-#define DZ_GROUPS 32     /* row groups: one per warp (dz blocks have 1024 threads) */
-#define DZ_ROWS 128      /* rows per chunk: 4 per warp */
+#define DZ_GROUPS 8      /* row groups: one per warp (dz blocks have 256 threads) */
+#define DZ_ROWS 32       /* rows per chunk: 4 per warp */
 #define DZ_MAX_PARTS 512 /* blocks per channel chunk: the bias partials the optimiser adds */
 #define DZ_THREADS (32 * DZ_GROUPS)
 
@@ -243,8 +243,9 @@ uint32_t fhd__cuda_conv_dz_parts(uint64_t rows) {
 }
 
 /* d(pre-activation) of one element before the mask: row r = i hw + pos of the layer's output,
- * channel ch. */
-template <bool FLAT>
+ * channel ch. TPD: the kernel offsets per dimension that can cover a position, ceil(k / stride),
+ * when <= 4 (the loops unrolled, every load issued before the sum), else 0 (loops). */
+template <bool FLAT, int TPD>
 static __device__ __forceinline__ float
 dz_source(const float *__restrict__ src, uint32_t r, uint32_t ch, uint32_t hw, uint32_t c,
           const fhd__conv_geom &g, fhd_divisor d_hw, fhd_divisor d_w) {
@@ -252,36 +253,55 @@ dz_source(const float *__restrict__ src, uint32_t r, uint32_t ch, uint32_t hw, u
     if (FLAT)
         return __ldg(src + (uint64_t)i * hw * c + (uint64_t)ch * hw + pos);
     /* col2im gather: the layer above (g, channels-last columns) read position (y, x) of channel
-     * ch at kernel offset (kh, kw) for output (oh, ow) with oh stride - pad + kh = y */
+     * ch at kernel offset (kh, kw) for output (oh, ow) with oh stride - pad + kh = y; only the
+     * offsets congruent to y + pad (x + pad) mod stride can, kh then kw ascending */
     const uint32_t y = fhd_divide(d_w, pos), x = pos - y * g.win;
     const float *base = src + (uint64_t)i * g.hw * g.ckk + ch; /* (kh, kw, ci) columns */
+    const uint32_t ty = y + g.pad, tx = x + g.pad;
+    const uint32_t kh0 = ty % g.stride, kw0 = tx % g.stride;
     float s = 0.0f;
-    for (uint32_t kh = 0; kh < g.k; kh++) {
-        const int t = (int)(y + g.pad) - (int)kh;
-        if (t < 0 || t % (int)g.stride)
-            continue;
-        const uint32_t oh = (uint32_t)t / g.stride;
-        if (oh >= g.hout)
-            continue;
-        for (uint32_t kw = 0; kw < g.k; kw++) {
-            const int u = (int)(x + g.pad) - (int)kw;
-            if (u < 0 || u % (int)g.stride)
+    if constexpr (TPD > 0) {
+        float v[TPD][TPD];
+#pragma unroll
+        for (int a = 0; a < TPD; a++) {
+            const uint32_t kh = kh0 + a * g.stride, oh = (ty - kh) / g.stride;
+            const bool hin = kh < g.k && kh <= ty && oh < g.hout;
+#pragma unroll
+            for (int e = 0; e < TPD; e++) {
+                const uint32_t kw = kw0 + e * g.stride, ow = (tx - kw) / g.stride;
+                v[a][e] = hin && kw < g.k && kw <= tx && ow < g.wout
+                              ? __ldg(base + (uint64_t)(oh * g.wout + ow) * g.ckk +
+                                      (kh * g.k + kw) * g.cin)
+                              : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int a = 0; a < TPD; a++)
+#pragma unroll
+            for (int e = 0; e < TPD; e++)
+                s += v[a][e];
+    } else {
+        for (uint32_t kh = kh0; kh < g.k && kh <= ty; kh += g.stride) {
+            const uint32_t oh = (ty - kh) / g.stride;
+            if (oh >= g.hout)
                 continue;
-            const uint32_t ow = (uint32_t)u / g.stride;
-            if (ow >= g.wout)
-                continue;
-            s += __ldg(base + (uint64_t)(oh * g.wout + ow) * g.ckk + (kh * g.k + kw) * g.cin);
+            for (uint32_t kw = kw0; kw < g.k && kw <= tx; kw += g.stride) {
+                const uint32_t ow = (tx - kw) / g.stride;
+                if (ow >= g.wout)
+                    continue;
+                s += __ldg(base + (uint64_t)(oh * g.wout + ow) * g.ckk + (kh * g.k + kw) * g.cin);
+            }
         }
     }
     return s;
 }
 
-/* Block (j, cc) owns the chunks of 128 rows j, j + parts, ... and channels [32 cc, 32 cc + 32):
- * lane = channel, warp w rows w + 32 t (t = 0..3) of each chunk, a chunk's loads all in flight
+/* Block (j, cc) owns the chunks of 32 rows j, j + parts, ... and channels [32 cc, 32 cc + 32):
+ * lane = channel, warp w rows w + 8 t (t = 0..3) of each chunk, a chunk's loads all in flight
  * at once; the block's column sums (its chunks in order, then the warps in order) are
  * partial[j][channel]. T: the type of h and dz (bf16: dz rounded, the partials from the fp32
  * values). */
-template <bool FLAT, typename T>
+template <bool FLAT, int TPD, typename T>
 __global__ void __launch_bounds__(DZ_THREADS)
     fhd_conv_dz_kernel(T *__restrict__ dz, float *__restrict__ partial, const T *__restrict__ h,
                        const float *__restrict__ src, uint64_t rows, uint32_t hw, uint32_t c,
@@ -299,7 +319,7 @@ __global__ void __launch_bounds__(DZ_THREADS)
             const uint64_t r = r0 + (uint64_t)t * DZ_GROUPS;
             v[t] = 0.0f;
             if (ch < c && r < rows && to_f(__ldg(h + r * c + ch)) > 0.0f)
-                v[t] = dz_source<FLAT>(src, (uint32_t)r, ch, hw, c, g, d_hw, d_w);
+                v[t] = dz_source<FLAT, TPD>(src, (uint32_t)r, ch, hw, c, g, d_hw, d_w);
         }
 #pragma unroll
         for (int t = 0; t < NR; t++) {
@@ -326,12 +346,23 @@ static void conv_dz(T *dz, float *partial, const T *h, const float *src, int fro
     const uint64_t rows = (uint64_t)n * hw;
     const dim3 grid(fhd__cuda_conv_dz_parts(rows), (unsigned)fhd_cdiv(c, DZ_LANES));
     const fhd_divisor d_hw = fhd_divisor_make(hw), d_w = fhd_divisor_make(from_flat ? 1 : g->win);
+    const uint32_t tpd = from_flat ? 0 : (g->k + g->stride - 1) / g->stride;
+#define FHD_DZ_LAUNCH(F, P)                                                                      \
+    fhd_conv_dz_kernel<F, P, T>                                                                  \
+        <<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw, c, *g, d_hw, d_w)
     if (from_flat)
-        fhd_conv_dz_kernel<true, T>
-            <<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw, c, *g, d_hw, d_w);
+        FHD_DZ_LAUNCH(true, 0);
+    else if (tpd == 1)
+        FHD_DZ_LAUNCH(false, 1);
+    else if (tpd == 2)
+        FHD_DZ_LAUNCH(false, 2);
+    else if (tpd == 3)
+        FHD_DZ_LAUNCH(false, 3);
+    else if (tpd == 4)
+        FHD_DZ_LAUNCH(false, 4);
     else
-        fhd_conv_dz_kernel<false, T>
-            <<<grid, DZ_THREADS, 0, stream>>>(dz, partial, h, src, rows, hw, c, *g, d_hw, d_w);
+        FHD_DZ_LAUNCH(false, 0);
+#undef FHD_DZ_LAUNCH
 }
 
 cudaError_t fhd__cuda_conv_dz(void *dz, float *partial, const void *h, const float *src,
@@ -392,8 +423,12 @@ cudaError_t fhd__cuda_conv_preload(void) {
                          (const void *)fhd_im2col_hwc_kernel<4, float>,
                          (const void *)fhd_conv_permute_kernel<float>,
                          (const void *)fhd_conv_flatten_kernel<float>,
-                         (const void *)fhd_conv_dz_kernel<true, float>,
-                         (const void *)fhd_conv_dz_kernel<false, float>,
+                         (const void *)fhd_conv_dz_kernel<true, 0, float>,
+                         (const void *)fhd_conv_dz_kernel<false, 0, float>,
+                         (const void *)fhd_conv_dz_kernel<false, 1, float>,
+                         (const void *)fhd_conv_dz_kernel<false, 2, float>,
+                         (const void *)fhd_conv_dz_kernel<false, 3, float>,
+                         (const void *)fhd_conv_dz_kernel<false, 4, float>,
                          (const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 1, bf>,
                          (const void *)fhd_im2col_kernel<FHD_CONV_IN_U8, 1, bf>,
                          (const void *)fhd_im2col_kernel<FHD_CONV_IN_F32, 4, bf>,
@@ -402,8 +437,12 @@ cudaError_t fhd__cuda_conv_preload(void) {
                          (const void *)fhd_im2col_hwc_kernel<4, bf>,
                          (const void *)fhd_conv_permute_kernel<bf>,
                          (const void *)fhd_conv_flatten_kernel<bf>,
-                         (const void *)fhd_conv_dz_kernel<true, bf>,
-                         (const void *)fhd_conv_dz_kernel<false, bf>};
+                         (const void *)fhd_conv_dz_kernel<true, 0, bf>,
+                         (const void *)fhd_conv_dz_kernel<false, 0, bf>,
+                         (const void *)fhd_conv_dz_kernel<false, 1, bf>,
+                         (const void *)fhd_conv_dz_kernel<false, 2, bf>,
+                         (const void *)fhd_conv_dz_kernel<false, 3, bf>,
+                         (const void *)fhd_conv_dz_kernel<false, 4, bf>};
     for (const void *f : fns) {
         cudaError_t e = cudaFuncGetAttributes(&fa, f);
         if (e != cudaSuccess)

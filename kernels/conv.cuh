@@ -73,7 +73,7 @@ cudaError_t fhd__cuda_conv_permute(const fhd__conv_perm_args *a, cudaStream_t st
  *   else (layer below conv g):        dz = col2im of dcol (n g.hw, g.ckk; channels-last
  *                                     columns), the sum over the (kh, kw) whose window covers
  *                                     the position, kh then kw
- * partial (parts, c): part j's sum of dz[.][c] over its chunks of 128 rows (j, j + parts, ...),
+ * partial (parts, c): part j's sum of dz[.][c] over its chunks of 32 rows (j, j + parts, ...),
  * parts = fhd__cuda_conv_dz_parts(n hw) <= 512; the optimiser's norm pass adds them up (a bias
  * segment). No atomics: deterministic. src (dflat or dcol) and partial are float; dz and h bf16
  * with bf16 (dz rounded once, the partials summed from the fp32 values), else float. */
