@@ -173,11 +173,14 @@ cudaError_t fhd__cuda_td_loss(const fhd__loss_args *a, cudaStream_t stream);
 cudaError_t fhd__cuda_head_dx(const fhd__loss_args *a, cudaStream_t stream);
 /* Its shared memory and launch form for a (fuse_dx set), by fhd__cuda_td_loss_setup. */
 cudaError_t fhd__cuda_head_dx_setup(fhd__loss_args *a);
-/* The loss statistics from the loss blocks' partials and Adam's scalars for the optimiser after
- * it (block 0), and with prioritized replay (the blocks after it) the new
- * priorities (fhd__prio_from_td of td_row) into the tree (the last occurrence of a slot sets its
- * leaf, the integer deltas go up the tree) and the running maximum. After the loss kernel, on
- * every update. */
+/* The loss statistics from the loss blocks' partials, Adam's scalars, PER's beta and the
+ * sampling counter, all the optimiser reads of the loss (two blocks). After the loss kernel,
+ * on every update. */
+cudaError_t fhd__cuda_loss_scalars(const fhd__loss_args *a, cudaStream_t stream);
+/* Prioritized replay (a->prioritized): the new priorities (fhd__prio_from_td of td_row) into
+ * the tree (the last occurrence of a slot sets its leaf, the integer deltas go up the tree)
+ * and the running maximum, or with the guard staged in a->prio_stage. After the loss kernel,
+ * beside fhd__cuda_loss_scalars; nothing the optimiser reads. */
 cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream);
 /* The guard's commit of the staged priorities (a->prio_stage), after the optimiser: skipped
  * where the optimiser's guard predicate (*a->guard_skip) says the update was skipped. */

@@ -1,6 +1,6 @@
-/* td_priority.cu - the priority update after the loss kernel (the loss statistics' block
- * sums, Adam's scalars, the new priorities into the sum tree) and the training guard's priority
- * commit after the optimiser (see td_loss.cuh). */
+/* td_priority.cu - after the loss kernel, on two branches: the loss scalars (the loss
+ * statistics' block sums, Adam's scalars) and the priority update (the new priorities into the
+ * sum tree); and the training guard's priority commit after the optimiser (see td_loss.cuh). */
 #include <math.h>
 
 #include "common.cuh"
@@ -90,44 +90,52 @@ static __device__ __forceinline__ float loss_sums(const fhd__loss_args &a, doubl
     return loss;
 }
 
-/* On a branch of its own beside the backward pass, after the loss kernel. Block 0: the loss
- * statistics, one warp each, over the loss blocks' partials in block order (deterministic), and
- * Adam's scalars for the fused optimiser (its two double pow were on the optimiser's path). The
- * blocks after it: the new priorities (fhd__prio_from_td of the rows' mean |td|: its
- * fhd__det_pow is off the critical path here) into the tree, one thread per batch row (the next
- * update's sampling is the first reader of the tree). Done here rather than by the loss kernel's
- * last block, the fence and counter of that pattern stay off the critical path. */
+/* On a branch of its own beside the backward pass, after the loss kernel, and what the
+ * optimiser waits for. Block 0: the loss statistics, one warp each, over the loss blocks'
+ * partials in block order (deterministic); block 1: Adam's scalars for the fused optimiser (its
+ * two double pow were on the optimiser's path), PER's beta and the sampling counter. Done here
+ * rather than by the loss kernel's last block, the fence and counter of that pattern stay off
+ * the critical path. */
 template <bool X> /* stat_extra */
 __global__ void __launch_bounds__(PRIO_THREADS)
-    fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
+    fhd_loss_scalars_kernel(const __grid_constant__ fhd__loss_args a) {
     static_assert(PRIO_THREADS >= 4 * 32, "a warp per statistic of the first four");
     __shared__ double red[FHD_LOSS_NSTAT];
+    fhd__dev_scalars *st = a.st;
     if (blockIdx.x == 0) {
-        const uint64_t u = a.st->updates;
-        const uint64_t n_s = fhd__dev_sample_counter(a.st);
         const float loss = loss_sums<X>(a, red);
         if (threadIdx.x == 0) {
             const double n = (double)a.B * a.D;
             /* pending: the optimiser publishes them where it applies the update (guard.cuh) */
-            fhd__dev_scalars *st = a.st;
             st->pend_loss = loss;
             st->pend_td_abs_mean = (float)(red[1] / n);
             st->pend_q_mean = (float)(red[2] / n);
-            st->pend_beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, n_s) : 0.0f;
             st->pend_entropy = X && a.div_coef > 0.0 ? (float)(red[4] / n) : 0.0f;
             /* q_delta: of double DQN's online(s') against target(s'), else undefined (NaN) */
             st->pend_q_delta =
                 X && a.detailed && a.head_sel != a.head_tgt ? (float)(red[5] / n) : NAN;
-            /* the optimiser raises a counter after this kernel: updates, or skipped */
-            a.st->sample_ahead = n_s + 1;
-        } else if (threadIdx.x == 32 && a.adam_step) {
-            fhd_adam_scalars(a.lr, a.beta1, a.beta2, u + 1, a.adam_step, a.adam_bc2_sqrt);
         }
         return;
     }
-    if (!a.prioritized)
-        return;
-    const uint32_t i = (blockIdx.x - 1) * PRIO_THREADS + threadIdx.x;
+    if (threadIdx.x == 0) {
+        const uint64_t n_s = fhd__dev_sample_counter(st);
+        st->pend_beta = a.prioritized ? fhd__beta_at(a.beta0, a.beta_steps, n_s) : 0.0f;
+        /* the optimiser raises a counter after this kernel: updates, or skipped */
+        st->sample_ahead = n_s + 1;
+    } else if (threadIdx.x == 32 && a.adam_step) {
+        fhd_adam_scalars(a.lr, a.beta1, a.beta2, st->updates + 1, a.adam_step, a.adam_bc2_sqrt);
+    }
+}
+
+/* Prioritized replay, on a branch of its own beside the loss scalars (the optimiser does not
+ * wait for it): the new priorities (fhd__prio_from_td of the rows' mean |td|: its fhd__det_pow
+ * is off the critical path here) into the tree, one thread per batch row; the next update's
+ * sampling is the first reader of the tree. */
+template <bool X> /* stat_extra */
+__global__ void __launch_bounds__(PRIO_THREADS)
+    fhd_priority_update_kernel(const __grid_constant__ fhd__loss_args a) {
+    __shared__ double red[FHD_LOSS_NSTAT];
+    const uint32_t i = blockIdx.x * PRIO_THREADS + threadIdx.x;
     const bool valid = i < a.B;
     const uint64_t p = valid ? fhd__prio_from_td(a.td_row[i], a.per_alpha, a.per_eps) : 0;
     if (a.prio_stage) { /* the guard: staged for fhd_priority_commit_kernel */
@@ -136,7 +144,7 @@ __global__ void __launch_bounds__(PRIO_THREADS)
         return;
     }
     /* no guard: a non-finite loss (a diverged update, which the optimiser skips) writes no
-     * priority; every block computes block 0's loss, so all or none of them write */
+     * priority; every block computes the loss, so all or none of them write */
     const float loss = loss_sums<X>(a, red);
     if (!(loss - loss == 0.0f))
         return;
@@ -161,13 +169,22 @@ cudaError_t fhd__cuda_priority_commit(const fhd__loss_args *a, cudaStream_t stre
     return cudaGetLastError();
 }
 
-cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {
-    /* block 0, then the rows' blocks (one empty block without PER: never a one-block grid) */
-    const uint64_t g = 1 + (a->prioritized ? fhd_cdiv(a->B, PRIO_THREADS) : 1);
+cudaError_t fhd__cuda_loss_scalars(const fhd__loss_args *a, cudaStream_t stream) {
     if (a->stat_extra)
-        fhd_priority_update_kernel<true><<<(unsigned)g, PRIO_THREADS, 0, stream>>>(*a);
+        fhd_loss_scalars_kernel<true><<<2, PRIO_THREADS, 0, stream>>>(*a);
     else
-        fhd_priority_update_kernel<false><<<(unsigned)g, PRIO_THREADS, 0, stream>>>(*a);
+        fhd_loss_scalars_kernel<false><<<2, PRIO_THREADS, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
+
+cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stream) {
+    /* the rows' blocks; lanes past the batch add nothing (never a one-block grid) */
+    const uint64_t g = fhd_cdiv(a->B, PRIO_THREADS);
+    if (a->stat_extra)
+        fhd_priority_update_kernel<true><<<(unsigned)(g < 2 ? 2 : g), PRIO_THREADS, 0, stream>>>(*a);
+    else
+        fhd_priority_update_kernel<false>
+            <<<(unsigned)(g < 2 ? 2 : g), PRIO_THREADS, 0, stream>>>(*a);
     return cudaGetLastError();
 }
 
@@ -175,6 +192,10 @@ cudaError_t fhd__cuda_priority_update(const fhd__loss_args *a, cudaStream_t stre
 cudaError_t fhd__cuda_priority_preload(void) {
     cudaFuncAttributes fa;
     cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)fhd_priority_commit_kernel);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&fa, (const void *)fhd_loss_scalars_kernel<false>);
+    if (e == cudaSuccess)
+        e = cudaFuncGetAttributes(&fa, (const void *)fhd_loss_scalars_kernel<true>);
     if (e == cudaSuccess)
         e = cudaFuncGetAttributes(&fa, (const void *)fhd_priority_update_kernel<false>);
     return e != cudaSuccess

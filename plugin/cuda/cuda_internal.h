@@ -189,6 +189,8 @@ struct fhd__backend {
                                * update's batch sampled ahead (plan.use_hdw) */
     cudaEvent_t ev_aux_fork[FHD_MAXL], ev_aux_join[FHD_MAXL], ev_aux_dw, ev_hdw;
     cudaEvent_t ev_tree, ev_ahead; /* after the priority update; after the sampling ahead */
+    cudaEvent_t ev_scal;           /* after the loss scalars (s_prio's first node) */
+    cudaStream_t s_tree;           /* the priority update (plan.use_tree) */
     cudaEvent_t ev_pre, ev_sample, ev_fork, ev_tgt, ev_dw, ev_loss, ev_prio, ev_dz[FHD_MAXL];
     cudaEvent_t ev_stage[2];
     cublasLtHandle_t lt;

@@ -31,6 +31,8 @@ static void cuda_destroy(fhd__backend *b) {
         cudaStreamSynchronize(b->s_aux);
     if (b->s_hdw)
         cudaStreamSynchronize(b->s_hdw);
+    if (b->s_tree)
+        cudaStreamSynchronize(b->s_tree);
     fhd__cuda_drop_graphs(b);
     fhd__cuda_branch_destroy(b);
     for (uint32_t l = 0; l < FHD_MAXL; l++) {
@@ -72,6 +74,8 @@ static void cuda_destroy(fhd__backend *b) {
         cudaEventDestroy(b->ev_hdw);
     if (b->ev_tree)
         cudaEventDestroy(b->ev_tree);
+    if (b->ev_scal)
+        cudaEventDestroy(b->ev_scal);
     if (b->ev_ahead)
         cudaEventDestroy(b->ev_ahead);
 
@@ -86,6 +90,8 @@ static void cuda_destroy(fhd__backend *b) {
         cudaStreamDestroy(b->s_aux);
     if (b->s_hdw)
         cudaStreamDestroy(b->s_hdw);
+    if (b->s_tree)
+        cudaStreamDestroy(b->s_tree);
     (void)cudaGetLastError();
     free(b);
 }
@@ -104,7 +110,10 @@ static int32_t create_objects(fhd__backend *b) {
     if (b->plan.use_hdw)
         FHD_CK(b, cudaStreamCreateWithFlags(&b->s_hdw, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_hdw, cudaEventDisableTiming));
+    if (b->plan.use_tree)
+        FHD_CK(b, cudaStreamCreateWithFlags(&b->s_tree, cudaStreamNonBlocking));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_tree, cudaEventDisableTiming));
+    FHD_CK(b, cudaEventCreateWithFlags(&b->ev_scal, cudaEventDisableTiming));
     FHD_CK(b, cudaEventCreateWithFlags(&b->ev_ahead, cudaEventDisableTiming));
 
     cudaEvent_t *evs[] = {&b->ev_pre,  &b->ev_sample, &b->ev_fork,     &b->ev_tgt,     &b->ev_dw,

@@ -63,6 +63,7 @@ void fhd__cuda_plan_make(const fhd__layout *lo, const fhd__config *cfg, const fh
     p->prune = lo->num_masks > 0;
     p->w16_opt = p->bf16 && !p->prune && !p->fuse_dw0;
     p->use_aux = p->split_any;
+    p->use_tree = cfg->replay == FHD_REPLAY_PRIORITIZED;
     p->autotune = cfg->autotune == FHD_TUNE_FULL   ? FHD_AUTOTUNE_FULL
                   : cfg->autotune == FHD_TUNE_FAST ? FHD_AUTOTUNE_FAST
                                                    : FHD_AUTOTUNE_OFF;
@@ -203,7 +204,7 @@ int fhd__cuda_plan_json(const fhd__cuda_plan *p, char *buf, size_t cap) {
     static const char *const from[] = {"rule", "measuring", "measured", "cache"};
     put(&j, ",\"head_dw_choice\":{\"by\":\"%s\",\"us_after\":%.2f,\"us_own\":%.2f}",
         from[p->hdw_from & 3], p->hdw_us[0], p->hdw_us[1]);
-    put(&j, ",\"streams\":%d,\"prune\":%s", 3 + p->use_aux + p->use_hdw, tf(p->prune));
+    put(&j, ",\"streams\":%d,\"prune\":%s", 3 + p->use_aux + p->use_hdw + p->use_tree, tf(p->prune));
     if (p->conv_layers) /* the conv torso's form (docs/design.md, section 5) */
         put(&j, ",\"conv\":{\"layers\":%u,\"form\":\"im2col_gemm\",\"layout\":\"nhwc\","
                 "\"shared_input_im2col\":true}", p->conv_layers);

@@ -150,6 +150,9 @@ typedef struct fhd__cuda_plan {
     /* streams beyond s_main, s_side, s_prio: s_aux for split halves, s_hdw for the head's dW
      * and the sampling ahead (a stream is created only where a node goes on it) */
     int use_aux, use_hdw;
+    /* prioritized replay: the priority update on s_tree, beside the loss scalars on s_prio, so
+     * that the optimiser does not wait for the tree's update */
+    int use_tree;
     /* the optimiser: opt_grid > 0 the fused cooperative pass on that grid, 0 the two kernels;
      * opt_two forces the two kernels with that many weights a thread (tests) */
     unsigned int opt_grid;

@@ -19,9 +19,10 @@
  *   s0  dx through the head and the ReLU below it (dz of layer L - 1): for a small head the
  *       head-dx kernel (on sm_90 the loss kernel's programmatic dependent), else the head's dx
  *       GEMM; the branches below fork before it and are captured after it
- *   s2  the loss statistics' block sums and (prioritized) the new priorities into the sum
- *       tree, then the head's dW GEMM (with split GEMMs, below: on s4, beside them) and with
- *       detailed_metrics after it the head's row norms (kernels/metrics.cuh)
+ *   s2  the loss scalars (the statistics' block sums, Adam's scalars), then the head's dW GEMM
+ *       (with split GEMMs, below: on s4, beside them) and with detailed_metrics after it the
+ *       head's row norms (kernels/metrics.cuh)
+ *   s5  (prioritized) the new priorities into the sum tree; joined after the optimiser
  *   s0  per layer below, from L - 1: dx GEMM, ReLU backward
  *   s3  a small dx GEMM's second half of K beside the first (split_dx), added by the ReLU
  *       backward
@@ -160,9 +161,14 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
     else if (L > 0)
         FHD_TRY(record_dx(b, L, s0));
     FHD_CK(b, cudaStreamWaitEvent(b->s_prio, b->ev_loss, 0));
-    FHD_CK(b, fhd__cuda_priority_update(la, b->s_prio));
-    if (ahead) /* the tree is final for this update: the next update's sampling may read it */
-        FHD_CK(b, cudaEventRecord(b->ev_tree, b->s_prio));
+    FHD_CK(b, fhd__cuda_loss_scalars(la, b->s_prio));
+    FHD_CK(b, cudaEventRecord(b->ev_scal, b->s_prio)); /* the sampling counter, for ahead */
+    const bool tree = la->prioritized; /* train_batch samples nothing: no priorities */
+    if (tree) { /* the tree is final after it: the next update's sampling may read it */
+        FHD_CK(b, cudaStreamWaitEvent(b->s_tree, b->ev_loss, 0));
+        FHD_CK(b, fhd__cuda_priority_update(la, b->s_tree));
+        FHD_CK(b, cudaEventRecord(b->ev_tree, b->s_tree));
+    }
     /* the head's dW GEMM: on a fourth branch beside the priority update, or after it on its
      * stream (cuda_plan.h, hdw_side: a rule, or measured by cuda_branch.cpp) */
     cudaStream_t s_hd = b->s_prio;
@@ -213,7 +219,9 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
          * priority update, which also set the counter it samples with) and the batch's last
          * readers (the loss kernel before it, layer 0's dW GEMMs) */
         cudaStream_t sa = b->s_hdw; /* after the head's dW GEMM there, if any: it ends earlier */
-        FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_tree, 0));
+        FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_scal, 0));
+        if (tree)
+            FHD_CK(b, cudaStreamWaitEvent(sa, b->ev_tree, 0));
         /* the descent and every row but the obs rows as soon as the tree is final; the obs
          * rows (layer 0's input) after their last reader */
         FHD_CK(b, fhd__cuda_sample_gather(&b->a_sample_desc, sa));
@@ -241,6 +249,8 @@ int32_t fhd__cuda_record_update(fhd__backend *b, int train, int sample_in, int a
         FHD_CK(b, fhd__cuda_clip_grad_norm(opt, s0));
         FHD_CK(b, fhd__cuda_adam_step(opt, s0));
     }
+    if (tree) /* the priority update joins after the optimiser, which does not read the tree */
+        FHD_CK(b, cudaStreamWaitEvent(s0, b->ev_tree, 0));
     if (la->prio_stage) /* the guard with PER: the staged priorities unless skipped (+1 node) */
         FHD_CK(b, fhd__cuda_priority_commit(la, s0));
     /* pruning: the selection after the target update (FHD_PRUNE_PASSES + 1 nodes) */

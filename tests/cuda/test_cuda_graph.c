@@ -11,7 +11,8 @@
  *   - memset nodes are listed with their targets; none writes the parameters, gradient or
  *     Adam moments;
  *   - the loss kernel joins two branches: the target forward runs beside the online forward;
- *     the gradient-norm kernel joins the dW GEMMs' branch; with spectral norm and batches
+ *     the gradient-norm kernel joins the dW GEMMs' branch and follows the loss scalars but not
+ *     the priority update (the tree's update joins after the optimiser); with spectral norm and batches
  *     sampled ahead the target forward does not wait for the power iteration's second pass
  *     (and on B3, which samples inside the update, the plan says it does);
  *   - on sm_90 the loss kernel hangs on a programmatic edge (it starts its own loads while the
@@ -123,7 +124,7 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int
     ct_check(e == cudaSuccess, "%s: cudaGraphGetEdges: %zu edges", vn, ne);
     int n_kernel = 0, n_memcpy = 0, n_memset = 0, n_other = 0, n_sn = 0, ours_1x1 = 0;
     int n_ours = 0, loss = -1, norm = -1, memset_bad = 0, first_sn = -1, last_sn = -1, n_opt = 0;
-    int samples[4], n_sample = 0, prio = -1, n_lib = 0, relu_dw = -1, n_narrow = 0;
+    int samples[4], n_sample = 0, prio = -1, scal = -1, n_lib = 0, relu_dw = -1, n_narrow = 0;
     for (size_t i = 0; i < nn; i++) {
         node_info *ni = &nodes[i];
         ni->node = raw[i];
@@ -162,6 +163,8 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int
                     samples[n_sample++] = (int)i;
                 if (strstr(ni->name, "fhd_priority_update_kernel"))
                     prio = (int)i;
+                if (strstr(ni->name, "fhd_loss_scalars_kernel"))
+                    scal = (int)i;
                 if (strstr(ni->name, "fhd_relu_backward_dw_kernel"))
                     relu_dw = (int)i;
                 if (strstr(ni->name, "fhd_clip_grad_norm_kernel") ||
@@ -306,9 +309,14 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int
              n_sample, in_update + 2 * ahead);
     static char anc_loss[MAXN], anc_s[MAXN], anc_norm[MAXN], anc_desc[MAXN];
     int n_before = 0, n_after = 0, after[2];
-    if (loss >= 0 && norm >= 0 && prio >= 0 && n_sample == in_update + 2 * ahead) {
+    ct_check(scal >= 0, "%s: a loss scalars node", vn);
+    if (loss >= 0 && norm >= 0 && prio >= 0 && scal >= 0 && n_sample == in_update + 2 * ahead) {
         ancestors(loss, anc_loss);
         ancestors(norm, anc_norm);
+        /* the optimiser reads the loss scalars; the tree's update runs beside it */
+        ct_check(anc_norm[scal] && !anc_norm[prio],
+                 "%s: the optimiser follows the loss scalars (%d) and not the priority update "
+                 "(%d)", vn, anc_norm[scal], anc_norm[prio]);
         for (int k = 0; k < n_sample; k++) {
             if (anc_loss[samples[k]]) {
                 n_before++;
@@ -335,8 +343,9 @@ static void inspect(fhd_learner *L, int v, const uint64_t *dp, int sn_nodes, int
          * dW precedes the sampling on its stream), every GEMM kernel must be an ancestor of
          * the obs rows' launch, or one half's wait would be missing; with its partials made by
          * layer 0's ReLU backward (fuse_dw0), that kernel */
-        ct_check(anc_desc[prio] && anc_desc[loss],
-                 "%s: the descent ahead follows the loss and the priority update", vn);
+        ct_check(anc_desc[prio] && anc_desc[scal] && anc_desc[loss],
+                 "%s: the descent ahead follows the loss, its scalars and the priority update",
+                 vn);
         if (relu_dw >= 0) {
             ct_check(anc_s[relu_dw] && !anc_desc[relu_dw],
                      "%s: the obs rows ahead follow layer 0's ReLU backward with its dW "
