@@ -4,7 +4,7 @@
 #ifndef FHD_DIVMETRICS_TEST_H
 #define FHD_DIVMETRICS_TEST_H
 
-#include "cuda_test.h"
+#include "metrics_json_test.h"
 
 #include <jansson.h>
 
@@ -93,13 +93,7 @@ static inline void check_features(const char *name, const char *when, fhd_learne
 /* The metrics JSON of L carries latest_stats' values (floats printed to round trip). */
 static inline void check_json(const char *name, fhd_learner *L) {
     const fhd__update_stats s = stats_of(L);
-    size_t need = 0;
-    fhd__learner_metrics(L, NULL, 0, &need);
-    char *buf = (char *)malloc(need);
-    json_t *m = NULL;
-    if (fhd__learner_metrics(L, buf, need, &need) == FHD_OK)
-        m = json_loads(buf, 0, NULL);
-    free(buf);
+    json_t *m = ct_metrics(L);
     ct_check(m != NULL, "%s: metrics JSON", name);
     if (!m)
         return;

@@ -8,7 +8,7 @@
  * plain config and on one with spectral norm, where the own branch also samples each batch
  * ahead. With autotune "off" nothing is measured.
  */
-#include "cuda_test.h"
+#include "metrics_json_test.h"
 
 #include <jansson.h>
 #include <unistd.h>
@@ -23,18 +23,6 @@ static const char *const CFGS[2] = {
     "\"replay\": \"prioritized\", \"learning_starts\": 0, \"seed\": 4, \"num_envs\": 8"};
 static const char *const NAMES[2] = {"plain", "spectral norm"};
 
-static json_t *metrics(fhd_learner *L) {
-    size_t need = 0;
-    fhd__learner_metrics(L, NULL, 0, &need);
-    char *buf = (char *)malloc(need);
-    ct_check(fhd__learner_metrics(L, buf, need, &need) == FHD_OK, "metrics: %s", L->err);
-    json_error_t je;
-    json_t *m = json_loads(buf, 0, &je);
-    ct_check(m != NULL, "metrics parse: %s", je.text);
-    free(buf);
-    return m;
-}
-
 static fhd_learner *make(int c, const char *extra) {
     char cfg[1024];
     snprintf(cfg, sizeof cfg, "%s%s}", CFGS[c], extra);
@@ -47,7 +35,7 @@ static fhd_learner *make(int c, const char *extra) {
 /* the plan's head_dw_choice.by ("rule", "measuring", "measured", "cache"), its form, and the
  * autotune's cache report; copies into the caller's buffers */
 static void choice(fhd_learner *L, char *by, char *form, double *us, char *cache, size_t cap) {
-    json_t *m = metrics(L);
+    json_t *m = ct_metrics(L);
     json_t *plan = json_object_get(m, "plan");
     json_t *ch = json_object_get(plan, "head_dw_choice");
     const char *b = json_string_value(json_object_get(ch, "by"));

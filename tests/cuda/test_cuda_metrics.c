@@ -6,7 +6,7 @@
  * device's rate of completed updates from the host's enqueue rate, which runs ahead (1.36x on
  * this loop, where the launch queue fills; 10x and more where train(n) returns early).
  */
-#include "cuda_test.h"
+#include "metrics_json_test.h"
 
 #include <jansson.h>
 #include <unistd.h>
@@ -15,18 +15,6 @@
     "{\"backend\": \"cuda\", \"obs_dim\": 37, \"hidden\": [384, 192], \"actions\": [7], "          \
     "\"dueling\": true, \"double_dqn\": true, \"batch_size\": 512, \"replay_capacity\": 65536, "   \
     "\"replay\": \"prioritized\", \"learning_starts\": 0, \"seed\": 5, \"num_envs\": 16"
-
-static json_t *metrics(fhd_learner *L) {
-    size_t need = 0;
-    fhd__learner_metrics(L, NULL, 0, &need);
-    char *buf = (char *)malloc(need);
-    ct_check(fhd__learner_metrics(L, buf, need, &need) == FHD_OK, "metrics: %s", L->err);
-    json_error_t je;
-    json_t *m = json_loads(buf, 0, &je);
-    ct_check(m != NULL, "metrics parse: %s", je.text);
-    free(buf);
-    return m;
-}
 
 static fhd_learner *make(const char *extra) {
     char cfg[1024];
@@ -66,7 +54,7 @@ static void test_rate(void) {
     fhd_train_stats st = FHD_TRAIN_STATS_INIT;
     ct_check(fhd__learner_train(L, 20, &st) == FHD_OK, "warm-up train: %s", L->err);
     ct_check(L->ops->finish(L->be) == FHD_OK, "finish");
-    json_t *m0 = metrics(L);
+    json_t *m0 = ct_metrics(L);
     const double before = json_number_value(json_object_get(m0, "updates_per_second"));
     json_decref(m0);
     /* 2000 updates, queued far faster than they run; the wall clock waits for the last */
@@ -77,7 +65,7 @@ static void test_rate(void) {
     const double t_enqueued = ct_now();
     ct_check(L->ops->finish(L->be) == FHD_OK, "finish");
     const double wall = ct_now() - t0;
-    json_t *m = metrics(L);
+    json_t *m = ct_metrics(L);
     const double rate = json_number_value(json_object_get(m, "updates_per_second"));
     const double wall_rate = calls * per / wall, enqueue_rate = calls * per / (t_enqueued - t0);
     printf("updates/s: metrics %.0f (before the timed run %.0f), wall clock %.0f, enqueue %.0f\n",
@@ -113,7 +101,7 @@ static void test_cache(void) {
     snprintf(file, sizeof file, "%s/c/autotune-v2.txt", dir);
 
     fhd_learner *A = make(extra);
-    json_t *ma = metrics(A);
+    json_t *ma = ct_metrics(A);
     printf("A: cache %s, %.1f ms\n", cache_of(ma),
            json_number_value(json_object_get(json_object_get(ma, "autotune"), "ms")));
     ct_check(strncmp(cache_of(ma), "miss", 4) == 0 || strncmp(cache_of(ma), "hit", 3) == 0,
@@ -125,7 +113,7 @@ static void test_cache(void) {
     ct_check(A->ops->finish(A->be) == FHD_OK, "finish");
 
     fhd_learner *B = make(extra);
-    json_t *mb = metrics(B);
+    json_t *mb = ct_metrics(B);
     char *pa = picks(ma), *pb = picks(mb);
     ct_check(strcmp(cache_of(mb), "hit") == 0, "second learner: cache hit (%s)", cache_of(mb));
     ct_check(strcmp(pa, pb) == 0, "a cache hit gives the same plan");
@@ -148,7 +136,7 @@ static void test_cache(void) {
     if (f)
         fclose(f);
     fhd_learner *C = make(extra);
-    json_t *mc = metrics(C);
+    json_t *mc = ct_metrics(C);
     char *pc = picks(mc);
     printf("C: cache %s\n", cache_of(mc));
     ct_check(strncmp(cache_of(mc), "ignored: ", 9) == 0 && strstr(cache_of(mc), "checksum"),
@@ -165,7 +153,7 @@ static void test_cache(void) {
         fclose(f);
     }
     fhd_learner *D = make(extra);
-    json_t *md = metrics(D);
+    json_t *md = ct_metrics(D);
     printf("D: cache %s\n", cache_of(md));
     ct_check(strstr(cache_of(md), "unreadable") != NULL, "unreadable lines reported (%s)",
              cache_of(md));
