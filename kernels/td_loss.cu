@@ -445,7 +445,7 @@ __global__ void __launch_bounds__(FHD_LOSS_THREADS, 1)
         }
     }
     /* a small head's dx and the ReLU backward below it: fhd_head_dx_kernel, next */
-    /* the statistics' sums over the blocks: fhd_priority_update_kernel, off the critical path */
+    /* the statistics' sums over the blocks: fhd_loss_scalars_kernel, off the critical path */
 }
 
 uint32_t fhd__cuda_td_loss_rows(uint32_t B) {
